@@ -1,0 +1,434 @@
+#!/usr/bin/env python3
+"""Benchmark `python -m diagnose` against `grep -cE` on large generated vLLM logs.
+
+    python bench/run.py [--sizes 1,10] [--workdir /tmp/diagnose-bench] [--keep]
+                        [--gzip] [--repeat N] [--seed 1] [--no-small]
+
+For each size (GB = 10^9 bytes of uncompressed log text) it generates a vLLM v0.11 log
+with bench/generate_log.py (or reuses one already in the workdir), reads it once to warm
+the page cache, then times in the same run:
+
+  (a) grep -cE '<keywords>' FILE   the keyword set the tool's scanner pre-filters on
+                                  (diagnose.sources.scanner.GREP_KEYWORDS, or a built-in
+                                  copy of it while that module does not exist);
+  (b) python -m diagnose --format json FILE   wall time and peak RSS of that process
+                                  (os.wait4 rusage: the child and whatever it waited for);
+  (c) the ratio (b)/(a);
+  (d) with --gzip: `zcat FILE.gz | grep -cE ...` against diagnose reading FILE.gz;
+  (e) a ~10 KB log end to end, interpreter start included.
+
+grep runs with LC_ALL=C (its fastest mode: the hardest baseline). diagnose runs with
+cwd = the repository root and PYTHONPATH = the repository root, so it works uninstalled.
+Goal: ratio <= 2 and peak RSS <= 256 MB. Prints a plain table and a markdown table, and
+writes results.json to the workdir. Standard library only.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.generate_log import GENERATOR_VERSION, generate  # noqa: E402
+
+GOAL_RATIO = 2.0
+GOAL_RSS_MB = 256.0
+SMALL_BYTES = 10_000
+
+# Copy of the scanner's keyword list, used only when diagnose.sources.scanner cannot be
+# imported (e.g. before the package exists).
+FALLBACK_KEYWORDS = [
+    "throughput:", "with config:", "non-default args", "KV cache", "Maximum concurrency",
+    "blocks:", "took", "Cudagraph", "CUDA graph", "allreduce", "NCCL", "preempted", "Error",
+    "out of memory", "HTTP/1", "request", "eager",
+]
+
+
+# ------------------------------------------------------------------------------ helpers
+
+def load_keywords() -> tuple[list[str], str]:
+    try:
+        from diagnose.sources.scanner import GREP_KEYWORDS  # type: ignore
+        kws = [str(k) for k in GREP_KEYWORDS]
+        if not kws:
+            raise ValueError("GREP_KEYWORDS is empty")
+        return kws, "diagnose.sources.scanner.GREP_KEYWORDS"
+    except Exception as exc:  # ImportError before the package exists, or anything odd
+        return list(FALLBACK_KEYWORDS), "built-in fallback list (%s: %s)" % (
+            type(exc).__name__, exc)
+
+
+def ere_pattern(keywords: list[str]) -> str:
+    """Alternation of plain strings, escaped for grep -E."""
+    return "|".join(re.sub(r"([.\[\]()*+?{}|^$\\])", r"\\\1", k) for k in keywords)
+
+
+def diagnose_available() -> tuple[bool, str]:
+    try:
+        spec = importlib.util.find_spec("diagnose")
+        if spec is None:
+            return False, "package `diagnose` not found under %s" % REPO
+        if importlib.util.find_spec("diagnose.__main__") is None:
+            return False, "package `diagnose` has no __main__ module (python -m diagnose)"
+    except Exception as exc:
+        return False, "importing `diagnose` failed: %s: %s" % (type(exc).__name__, exc)
+    return True, ""
+
+
+class Timed:
+    def __init__(self, rc: int, wall: float, cpu: float, maxrss_mb: float, out: bytes, err: bytes):
+        self.rc, self.wall, self.cpu, self.maxrss_mb, self.out, self.err = rc, wall, cpu, maxrss_mb, out, err
+
+
+def run_timed(cmd, *, cwd=None, env=None, timeout=None) -> Timed:
+    """Run cmd; return wall time and the rusage of that child (incl. what it waited for)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                cwd=cwd, env=env)
+        timer = None
+        if timeout:
+            timer = threading.Timer(timeout, proc.kill)
+            timer.daemon = True
+            timer.start()
+        try:
+            _, status, ru = os.wait4(proc.pid, 0)
+        finally:
+            if timer is not None:
+                timer.cancel()
+        wall = time.perf_counter() - t0
+        rc = os.waitstatus_to_exitcode(status)
+        proc.returncode = rc  # already reaped; keep Popen from waiting again
+        out.seek(0)
+        err.seek(0)
+        # ru_maxrss is in KiB on Linux (bytes on macOS)
+        scale = 1024.0 * 1024.0 if sys.platform == "darwin" else 1024.0
+        return Timed(rc, wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / scale,
+                     out.read(), err.read())
+
+
+def best_of(n: int, fn):
+    results = [fn() for _ in range(max(1, n))]
+    return min(results, key=lambda r: r.wall)
+
+
+def warm_cache(path: Path) -> float:
+    t0 = time.perf_counter()
+    with open(path, "rb", buffering=0) as f:
+        while f.read(8 << 20):
+            pass
+    return time.perf_counter() - t0
+
+
+def fmt_size(n: float) -> str:
+    if n >= 1e9:
+        return "%.2f GB" % (n / 1e9)
+    if n >= 1e6:
+        return "%.1f MB" % (n / 1e6)
+    return "%.1f KB" % (n / 1e3)
+
+
+def size_label(gb: float) -> str:
+    return ("%g" % gb).replace(".", "p") + "gb"
+
+
+def ensure_log(workdir: Path, name: str, size_bytes: int, seed: int, gz: bool) -> tuple[Path, bool, dict]:
+    """Return (path, generated_now, meta); reuse a file of the right size if present."""
+    path = workdir / name
+    meta_path = workdir / (name + ".meta.json")
+    if path.exists():
+        actual = path.stat().st_size
+        meta = None
+        if meta_path.exists():
+            try:
+                meta = json.loads(meta_path.read_text())
+            except ValueError:
+                meta = None
+        if meta is not None:
+            if (meta.get("size_request") == size_bytes and meta.get("seed") == seed
+                    and meta.get("generator_version") == GENERATOR_VERSION
+                    and meta.get("file_bytes") == actual):
+                print("  reusing %s (%s)" % (path, fmt_size(meta.get("bytes", actual))))
+                return path, False, meta
+        elif not gz and size_bytes <= actual < size_bytes + 1_000_000:
+            print("  reusing %s (%s, no .meta.json)" % (path, fmt_size(actual)))
+            return path, False, {"bytes": actual, "file_bytes": actual}
+    need = size_bytes * (0.3 if gz else 1.0) + 64e6
+    free = shutil.disk_usage(workdir).free
+    if free < need:
+        raise RuntimeError("not enough disk in %s: %s free, ~%s needed"
+                           % (workdir, fmt_size(free), fmt_size(need)))
+    print("  generating %s (%s%s) ..." % (path, fmt_size(size_bytes), ", gzip" if gz else ""),
+          end="", flush=True)
+    tmp = workdir / (name + ".part")
+    info = generate(tmp, size_bytes, seed=seed, gzip=gz)
+    os.replace(tmp, path)
+    meta = dict(info, path=str(path), size_request=size_bytes, file_bytes=path.stat().st_size)
+    meta_path.write_text(json.dumps(meta, indent=1))
+    print(" %.1f s (%.0f MB/s)" % (info["seconds"], info["bytes"] / 1e6 / max(info["seconds"], 1e-9)))
+    return path, True, meta
+
+
+def tail(b: bytes, n: int = 600) -> str:
+    s = b.decode("utf-8", "replace").strip()
+    return s[-n:]
+
+
+# ------------------------------------------------------------------------------ measuring
+
+def measure_grep(path: Path, pattern: str, gz: bool, repeat: int) -> dict:
+    env = dict(os.environ, LC_ALL="C")
+    if gz:
+        cmd = ["bash", "-c", 'set -o pipefail; zcat -- "$1" | grep -cE -- "$2"', "grep",
+               str(path), pattern]
+    else:
+        cmd = ["grep", "-cE", "--", pattern, str(path)]
+    r = best_of(repeat, lambda: run_timed(cmd, env=env))
+    res = {"seconds": r.wall, "rc": r.rc, "maxrss_mb": r.maxrss_mb}
+    if r.rc in (0, 1):  # 1 = no match
+        try:
+            res["count"] = int(r.out.split()[-1]) if r.out.strip() else 0
+        except ValueError:
+            res["error"] = "unexpected grep output: %r" % tail(r.out, 200)
+    else:
+        res["error"] = "grep rc=%d: %s" % (r.rc, tail(r.err, 300))
+    return res
+
+
+def measure_diagnose(path: Path, repeat: int, timeout: float) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    cmd = [sys.executable, "-m", "diagnose", "--format", "json", str(path)]
+    r = best_of(repeat, lambda: run_timed(cmd, cwd=str(REPO), env=env, timeout=timeout))
+    res = {"seconds": r.wall, "cpu_seconds": r.cpu, "rc": r.rc, "maxrss_mb": r.maxrss_mb,
+           "stdout_bytes": len(r.out)}
+    if r.rc in (0, 1):
+        try:
+            doc = json.loads(r.out)
+            res["json_ok"] = True
+            if isinstance(doc, dict):
+                for key in ("findings", "results", "diagnoses"):
+                    if isinstance(doc.get(key), list):
+                        res["n_" + key] = len(doc[key])
+        except ValueError as exc:
+            res["json_ok"] = False
+            res["error"] = "stdout is not JSON (%s): %r" % (exc, tail(r.out, 200))
+    elif r.rc == 2:
+        res["error"] = "diagnose reported an input error (rc=2): %s" % tail(r.err)
+    elif r.rc < 0 or r.rc in (124, 137, -9):
+        res["error"] = "diagnose killed (rc=%d, timeout %ss?)" % (r.rc, timeout)
+    else:
+        res["error"] = "diagnose failed (rc=%d): %s" % (r.rc, tail(r.err))
+    return res
+
+
+def measure_interpreter(repeat: int) -> float:
+    r = best_of(repeat, lambda: run_timed([sys.executable, "-c", "pass"]))
+    return r.wall
+
+
+# ------------------------------------------------------------------------------ report
+
+def status_of(row: dict) -> str:
+    d = row.get("diagnose")
+    if d is None:
+        return "skipped"
+    if "error" in d:
+        return "ERROR"
+    ok = True
+    if (not row.get("end_to_end") and row.get("ratio") is not None
+            and row["ratio"] > GOAL_RATIO):
+        ok = False
+    if d.get("maxrss_mb", 0) > GOAL_RSS_MB:
+        ok = False
+    return "ok" if ok else "MISS"
+
+
+def render(rows: list[dict]) -> tuple[str, str]:
+    head = ["case", "size", "grep s", "diagnose s", "ratio", "peak RSS MB", "goal"]
+    table = []
+    for row in rows:
+        g, d = row.get("grep"), row.get("diagnose")
+        table.append([
+            row["case"],
+            fmt_size(row["bytes"]),
+            "%.2f" % g["seconds"] if g and "error" not in g else ("-" if not g else "err"),
+            "%.2f" % d["seconds"] if d and "error" not in d else ("-" if not d else "err"),
+            "%.2f" % row["ratio"] if row.get("ratio") is not None else "-",
+            "%.0f" % d["maxrss_mb"] if d and "error" not in d else "-",
+            status_of(row),
+        ])
+    widths = [max(len(h), *(len(r[i]) for r in table)) if table else len(h)
+              for i, h in enumerate(head)]
+    lines = ["  ".join(h.ljust(w) if i < 2 else h.rjust(w) for i, (h, w) in enumerate(zip(head, widths)))]
+    lines.append("  ".join("-" * w for w in widths))
+    for r in table:
+        lines.append("  ".join(c.ljust(w) if i < 2 else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(r, widths))))
+    plain = "\n".join(lines)
+    md = ["| " + " | ".join(head) + " |",
+          "|" + "|".join(["---", "---:", "---:", "---:", "---:", "---:", "---"]) + "|"]
+    for r in table:
+        md.append("| " + " | ".join(r) + " |")
+    return plain, "\n".join(md)
+
+
+# ------------------------------------------------------------------------------ main
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="Benchmark diagnose against grep on big vLLM logs.")
+    ap.add_argument("--sizes", default="1,10",
+                    help="comma-separated sizes in GB (10^9 bytes), e.g. 0.1,1,10 (default 1,10)")
+    ap.add_argument("--workdir", default="/tmp/diagnose-bench", type=Path)
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the logs generated by this run (reused next time)")
+    ap.add_argument("--gzip", action="store_true",
+                    help="also time zcat|grep against diagnose on a .gz of the same log")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=1, help="runs per measurement; best is kept")
+    ap.add_argument("--no-small", action="store_true", help="skip the ~10 KB end-to-end case")
+    ap.add_argument("--timeout", type=float, default=3600.0,
+                    help="seconds before one diagnose run is killed (default 3600)")
+    args = ap.parse_args(argv)
+
+    try:
+        sizes = [float(s) for s in args.sizes.split(",") if s.strip()]
+    except ValueError:
+        ap.error("--sizes must be comma-separated numbers (GB)")
+    workdir: Path = args.workdir
+    workdir.mkdir(parents=True, exist_ok=True)
+
+    keywords, kw_source = load_keywords()
+    pattern = ere_pattern(keywords)
+    have_diag, why_not = diagnose_available()
+    print("repo:      %s" % REPO)
+    print("python:    %s (%s)" % (sys.executable, sys.version.split()[0]))
+    print("keywords:  %d from %s" % (len(keywords), kw_source))
+    print("grep -E:   %s" % pattern)
+    print("workdir:   %s" % workdir)
+    if not have_diag:
+        print("\n*** diagnose step will be SKIPPED: %s.\n*** grep timings are still measured."
+              % why_not)
+
+    generated: list[Path] = []
+    rows: list[dict] = []
+
+    def bench_file(case: str, path: Path, nbytes: int, gz: bool, repeat: int) -> None:
+        row = {"case": case, "path": str(path), "bytes": nbytes, "gzip": gz}
+        print("  warming page cache ... %.1f s" % warm_cache(path))
+        row["grep"] = measure_grep(path, pattern, gz, repeat)
+        g = row["grep"]
+        if "error" in g:
+            print("  grep: %s" % g["error"])
+        else:
+            print("  grep:     %7.2f s  (%d matching lines)" % (g["seconds"], g.get("count", -1)))
+        if have_diag:
+            d = measure_diagnose(path, repeat, args.timeout)
+            row["diagnose"] = d
+            if "error" in d:
+                print("  diagnose: %s" % d["error"])
+            else:
+                print("  diagnose: %7.2f s  (cpu %.2f s, peak RSS %.0f MB, rc=%d, %d B of JSON)"
+                      % (d["seconds"], d["cpu_seconds"], d["maxrss_mb"], d["rc"],
+                         d["stdout_bytes"]))
+                if "error" not in g and g["seconds"] > 0:
+                    row["ratio"] = d["seconds"] / g["seconds"]
+        else:
+            print("  diagnose: skipped (%s)" % why_not)
+        rows.append(row)
+
+    try:
+        for gb in sizes:
+            size_bytes = int(gb * 1e9)
+            label = size_label(gb)
+            print("\n== %s GB" % ("%g" % gb))
+            try:
+                path, new, meta = ensure_log(workdir, "vllm-%s-s%d.log" % (label, args.seed),
+                                             size_bytes, args.seed, False)
+            except RuntimeError as exc:
+                print("  SKIP: %s" % exc)
+                continue
+            if new:
+                generated.append(path)
+            bench_file("%g GB" % gb, path, meta.get("bytes", path.stat().st_size), False,
+                       args.repeat)
+            if args.gzip:
+                try:
+                    gpath, new, gmeta = ensure_log(workdir, "vllm-%s-s%d.log.gz" % (label, args.seed),
+                                                   size_bytes, args.seed, True)
+                except RuntimeError as exc:
+                    print("  SKIP gzip: %s" % exc)
+                    continue
+                if new:
+                    generated.append(gpath)
+                print("  -- gzip (%s on disk)" % fmt_size(gpath.stat().st_size))
+                bench_file("%g GB .gz" % gb, gpath, gmeta.get("bytes", 0), True, args.repeat)
+
+        if not args.no_small:
+            print("\n== small log, end to end (interpreter start included, best of %d)"
+                  % max(5, args.repeat))
+            path, new, meta = ensure_log(workdir, "vllm-small-s%d.log" % args.seed, SMALL_BYTES,
+                                         args.seed, False)
+            if new:
+                generated.append(path)
+            bench_file("small (e2e)", path, meta.get("bytes", path.stat().st_size), False,
+                       max(5, args.repeat))
+            rows[-1]["end_to_end"] = True
+            py = measure_interpreter(max(5, args.repeat))
+            rows[-1]["python_startup_seconds"] = py
+            print("  bare `python -c pass`: %.3f s" % py)
+    finally:
+        if not args.keep:
+            for p in generated:
+                for q in (p, p.with_name(p.name + ".meta.json")):
+                    try:
+                        q.unlink()
+                    except FileNotFoundError:
+                        pass
+
+    if not rows:
+        print("\nnothing measured")
+        return 1
+    plain, md = render(rows)
+    print("\nResults (goal: ratio <= %g, peak RSS <= %g MB; grep with LC_ALL=C):\n" % (
+        GOAL_RATIO, GOAL_RSS_MB))
+    print(plain)
+    if rows and rows[-1].get("end_to_end"):
+        print("\n(small (e2e): diagnose s is the end-to-end latency incl. interpreter start "
+              "(bare python: %.3f s); its ratio is not held to the goal.)"
+              % rows[-1].get("python_startup_seconds", 0.0))
+    print("\nMarkdown:\n")
+    print(md)
+    if not have_diag:
+        print("\ndiagnose was not measured: %s." % why_not)
+    result = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "keywords": keywords,
+        "keywords_source": kw_source,
+        "goal": {"ratio": GOAL_RATIO, "rss_mb": GOAL_RSS_MB},
+        "rows": rows,
+    }
+    out = workdir / "results.json"
+    out.write_text(json.dumps(result, indent=1))
+    print("\nwrote %s" % out)
+    if any("error" in (r.get("diagnose") or {}) for r in rows):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

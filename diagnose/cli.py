@@ -1,0 +1,147 @@
+"""Command line: `diagnose FILE…` and `diagnose rules [ID]`.
+
+Exit codes: 0 diagnosed, 1 a finding at or above --fail-on, 2 usage or input error.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from enum import Enum
+from typing import List, Optional
+
+import typer
+
+from . import __version__
+
+SEVERITIES = ["critical", "high", "medium", "low", "info"]
+
+
+class Format(str, Enum):
+    terminal = "terminal"
+    markdown = "markdown"
+    json = "json"
+
+
+class FailOn(str, Enum):
+    critical = "critical"
+    high = "high"
+    medium = "medium"
+    low = "low"
+    info = "info"
+    none = "none"
+
+
+def _die(msg: str) -> None:
+    sys.stderr.write(f"diagnose: {msg}\n")
+    raise typer.Exit(2)
+
+
+analyze_app = typer.Typer(add_completion=False, rich_markup_mode=None)
+
+
+@analyze_app.command(help="Diagnose vLLM (and later SGLang / TensorRT-LLM) logs: ranked findings, "
+                          "evidence, and the flags to change. FILES: log files, globs, .gz, or - for stdin.")
+def analyze(
+    files: List[str] = typer.Argument(..., metavar="FILES...", show_default=False),
+    format: Format = typer.Option(Format.terminal, "--format", "-f", help="terminal, markdown or json"),
+    fail_on: FailOn = typer.Option(FailOn.none, "--fail-on", help="exit 1 when a finding is at or above this severity"),
+    ignore: List[str] = typer.Option([], "--ignore", help="rule ids to suppress (comma-separated or repeated)"),
+    rules: List[str] = typer.Option([], "--rules", help="a directory of extra rule files (repeatable)"),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="write the report to this file"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="list rules that were not applicable"),
+    no_redact: bool = typer.Option(False, "--no-redact", help="show prompts and user text from request logs"),
+    year: Optional[int] = typer.Option(None, "--year", help="year of the first timestamp (logs omit it)"),
+) -> None:
+    from . import redact
+    from .engine.rules import RuleError
+    from .pipeline import analyze as run
+    from .sources import InputError
+
+    redact.ENABLED = not no_redact
+    ignored = {x.strip() for item in ignore for x in item.split(",") if x.strip()}
+    try:
+        analysis = run(files, rule_dirs=rules, ignore=ignored, year=year)
+    except (InputError, RuleError) as e:
+        _die(str(e))
+    known = {r.id for r in analysis.rules}
+    unknown = sorted(ignored - known)
+    if unknown:
+        _die(f"--ignore: unknown rule id(s): {', '.join(unknown)} (see `diagnose rules`)")
+    data = analysis.to_json()
+    timeline = analysis.signals.timeline
+    if format is Format.json:
+        from .reports.json_report import render
+        text = render(data)
+    elif format is Format.markdown:
+        from .reports.markdown import render
+        text = render(data, timeline)
+    else:
+        text = None
+    if output:
+        _write_atomic(output, text if text is not None else _terminal_text(data, timeline, verbose))
+    if text is not None and not output:
+        sys.stdout.write(text)
+    elif text is None or output:
+        from rich.console import Console
+        from .reports.terminal import render as term
+        term(data, Console(highlight=False), timeline, verbose)
+    if fail_on is not FailOn.none:
+        limit = SEVERITIES.index(fail_on.value)
+        if any(SEVERITIES.index(f["severity"]) <= limit for f in data["findings"]):
+            raise typer.Exit(1)
+
+
+def _terminal_text(data, timeline, verbose) -> str:
+    from rich.console import Console
+    from .reports.terminal import render as term
+    c = Console(record=True, width=120, file=open(os.devnull, "w"), color_system=None)
+    term(data, c, timeline, verbose)
+    return c.export_text()
+
+
+def _write_atomic(path: str, text: str) -> None:
+    """Write to a temporary file beside the target, then rename: never a half-written report."""
+    d = os.path.dirname(os.path.abspath(path)) or "."
+    try:
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".diagnose-", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except (OSError, UnboundLocalError):
+            pass
+        _die(f"{path}: cannot write report ({e.strerror or e})")
+
+
+rules_app = typer.Typer(add_completion=False, rich_markup_mode=None)
+
+
+@rules_app.command(help="List every rule, or print one rule's full documentation.")
+def rules(rule_id: Optional[str] = typer.Argument(None, metavar="[ID]")) -> None:
+    from .engine.rules import RuleError, load_rules
+    from .reports.ruledocs import rule_doc, rule_table
+    try:
+        all_rules = load_rules()
+    except RuleError as e:
+        _die(str(e))
+    if rule_id is None:
+        sys.stdout.write(rule_table(all_rules))
+        return
+    match = [r for r in all_rules if r.id == rule_id]
+    if not match:
+        _die(f"unknown rule id `{rule_id}` (see `diagnose rules`)")
+    sys.stdout.write(rule_doc(match[0]))
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    if argv[:1] == ["--version"]:
+        print(f"diagnose {__version__}")
+        return
+    if argv[:1] == ["rules"]:
+        rules_app(args=argv[1:], prog_name="diagnose rules")
+    else:
+        analyze_app(args=argv, prog_name="diagnose")

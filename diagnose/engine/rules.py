@@ -1,0 +1,158 @@
+"""Loading rule files: one TOML file per rule under rules/<domain>/<id>.toml.
+
+A rule file is data: its expressions are compiled by engine.expr (whitelisted grammar) and a
+bad file is rejected with an error naming the file and line.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .expr import ExprError, compile_expr
+
+SEVERITIES = ("critical", "high", "medium", "low", "info")
+CONFIDENCES = ("high", "medium", "low")
+ENGINES = ("vllm", "sglang", "trtllm")
+DOC_SECTIONS = ("what", "why", "evidence", "fix", "fix_risk", "false_positives", "references")
+# `{expr}` in texts is evaluated; `{{` and `}}` are literal braces.
+TEMPLATE = re.compile(r"(?<!\{)\{([^{}]+)\}(?!\})")
+ID_RX = re.compile(r"^[a-z][a-z0-9-]*$")
+
+
+class RuleError(ValueError):
+    """A rule file that cannot be used; message is `file:line: what`."""
+
+
+@dataclass
+class Rule:
+    id: str
+    path: Path
+    domain: str
+    title: str
+    fix_title: str
+    severity: str
+    confidence: str
+    engines: tuple
+    requires: tuple
+    condition: object                 # compiled expression
+    condition_text: str
+    evidence: tuple = ()
+    impact: str = ""
+    impact_score: object = None
+    fix_risk: str = ""
+    defers_to: tuple = ()
+    severity_if: list = field(default_factory=list)    # [(compiled, severity)]
+    confidence_if: list = field(default_factory=list)  # [(compiled, confidence)]
+    fixes: dict = field(default_factory=dict)          # engine → {"remove", "set", "note"}
+    docs: dict = field(default_factory=dict)
+    cases: list = field(default_factory=list)
+    templates: dict = field(default_factory=dict)      # template text → compiled parts
+
+
+def builtin_rules_dir() -> Path:
+    here = Path(__file__).resolve().parent.parent
+    packaged = here / "_rules"          # installed wheel: rules ship inside the package
+    if packaged.is_dir():
+        return packaged
+    return here.parent / "rules"        # source checkout
+
+
+def load_rules(extra_dirs: list[str] | None = None) -> list[Rule]:
+    dirs = [builtin_rules_dir()] + [Path(d) for d in (extra_dirs or [])]
+    rules: dict[str, Rule] = {}
+    for d in dirs:
+        if not d.is_dir():
+            raise RuleError(f"{d}: rules directory not found")
+        for p in sorted(d.rglob("*.toml")):
+            r = load_rule(p, domain=p.parent.name if p.parent != d else "user")
+            if r.id in rules and d == dirs[0]:
+                raise RuleError(f"{p}:1: duplicate rule id `{r.id}` (also {rules[r.id].path})")
+            rules[r.id] = r   # a user rule with a built-in id replaces it
+    return list(rules.values())
+
+
+def _line_of(text: str, key: str) -> int:
+    m = re.search(rf"(?m)^\s*\"?{re.escape(key)}\"?\s*=", text)
+    return text.count("\n", 0, m.start()) + 1 if m else 1
+
+
+def load_rule(path: Path, domain: str = "user") -> Rule:
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RuleError(f"{path}:1: cannot read rule file ({e})") from None
+    try:
+        d = tomllib.loads(raw)
+    except tomllib.TOMLDecodeError as e:
+        line = getattr(e, "lineno", None) or _toml_err_line(str(e))
+        raise RuleError(f"{path}:{line}: invalid TOML: {str(e).split(' (at')[0]}") from None
+
+    def need(key, typ=str):
+        if key not in d:
+            raise RuleError(f"{path}:1: missing required key `{key}`")
+        if not isinstance(d[key], typ):
+            raise RuleError(f"{path}:{_line_of(raw, key)}: `{key}` must be {typ.__name__}")
+        return d[key]
+
+    def expr(key_text, where_key):
+        try:
+            return compile_expr(key_text, f"{path}:{_line_of(raw, where_key)}")
+        except ExprError as e:
+            raise RuleError(str(e)) from None
+
+    rid = need("id")
+    if not ID_RX.match(rid):
+        raise RuleError(f"{path}:{_line_of(raw, 'id')}: rule id `{rid}` must be lower-case words joined by '-'")
+    sev = need("severity")
+    if sev not in SEVERITIES:
+        raise RuleError(f"{path}:{_line_of(raw, 'severity')}: severity must be one of {', '.join(SEVERITIES)}")
+    conf = d.get("confidence", "medium")
+    if conf not in CONFIDENCES:
+        raise RuleError(f"{path}:{_line_of(raw, 'confidence')}: confidence must be one of {', '.join(CONFIDENCES)}")
+    engines = tuple(d.get("engines", ENGINES))
+    if any(e not in ENGINES for e in engines):
+        raise RuleError(f"{path}:{_line_of(raw, 'engines')}: engines must be among {', '.join(ENGINES)}")
+    rule = Rule(
+        id=rid, path=path, domain=domain, title=need("title"), fix_title=need("fix_title"),
+        severity=sev, confidence=conf, engines=engines, requires=tuple(d.get("requires", ())),
+        condition=expr(need("condition"), "condition"), condition_text=d["condition"],
+        evidence=tuple(d.get("evidence", ())), impact=d.get("impact", ""),
+        impact_score=expr(d["impact_score"], "impact_score") if "impact_score" in d else None,
+        fix_risk=d.get("fix_risk", ""), defers_to=tuple(d.get("defers_to", ())),
+        docs=d.get("docs", {}), cases=d.get("cases", []),
+    )
+    for item in d.get("severity_if", []):
+        if item.get("severity") not in SEVERITIES:
+            raise RuleError(f"{path}:{_line_of(raw, 'severity_if')}: severity_if needs a valid `severity`")
+        rule.severity_if.append((expr(item.get("when", ""), "when"), item["severity"]))
+    for item in d.get("confidence_if", []):
+        if item.get("confidence") not in CONFIDENCES:
+            raise RuleError(f"{path}:{_line_of(raw, 'confidence_if')}: confidence_if needs a valid `confidence`")
+        rule.confidence_if.append((expr(item.get("when", ""), "when"), item["confidence"]))
+    for eng, fx in d.get("fix", {}).items():
+        if eng not in ENGINES and eng != "any":
+            raise RuleError(f"{path}:{_line_of(raw, 'fix')}: fix for unknown engine `{eng}`")
+        rule.fixes[eng] = {"remove": list(fx.get("remove", [])), "set": dict(fx.get("set", {})),
+                           "note": fx.get("note", "")}
+    # Compile every `{…}` template once, so a bad one fails at load time, not mid-report.
+    texts = [rule.title, rule.fix_title, rule.impact] + [
+        t for fx in rule.fixes.values() for t in [fx["note"], *map(str, fx["set"].values())]]
+    for t in texts:
+        for m in TEMPLATE.finditer(t or ""):
+            try:
+                rule.templates[m.group(1)] = compile_expr(m.group(1), f"{path}:{_line_of_text(raw, m.group(0))}")
+            except ExprError as e:
+                raise RuleError(str(e)) from None
+    return rule
+
+
+def _line_of_text(raw: str, snippet: str) -> int:
+    i = raw.find(snippet)
+    return raw.count("\n", 0, i) + 1 if i >= 0 else 1
+
+
+def _toml_err_line(msg: str) -> int:
+    m = re.search(r"line (\d+)", msg)
+    return int(m.group(1)) if m else 1

@@ -1,0 +1,122 @@
+"""Running rules over signals: applicability, condition, evidence, fix values.
+
+Lighthouse's contract: a rule whose inputs are missing is *not applicable* (never a silent
+pass); a rule that raises becomes an error entry and the run goes on.
+"""
+from __future__ import annotations
+
+from ..evidence.model import Evidence
+from ..findings.model import Finding, Fix, Result
+from ..signals.derive import Signals
+from .expr import evaluate, is_unknown
+from .rules import TEMPLATE, Rule
+
+MAX_EVENT_LINES = 3
+
+
+def run_rules(rules: list[Rule], ev: Evidence, sig: Signals, ignore: set[str] = frozenset()) -> Result:
+    engine = sig.values.get("engine") or "vllm"
+    findings, na, errors, passed = [], [], [], []
+    for rule in rules:
+        if rule.id in ignore:
+            continue
+        if engine not in rule.engines:
+            na.append({"id": rule.id, "reason": f"does not apply to {engine}"})
+            continue
+        missing = [r for r in rule.requires if sig.values.get(r) is None]
+        if missing:
+            na.append({"id": rule.id, "reason": "missing input: " + ", ".join(missing)})
+            continue
+        try:
+            hit = evaluate(rule.condition, sig.values)
+            if is_unknown(hit):
+                na.append({"id": rule.id, "reason": "inputs unknown for: " + rule.condition_text})
+                continue
+            if not hit:
+                passed.append(rule.id)
+                continue
+            findings.append(_finding(rule, ev, sig, engine))
+        except Exception as e:  # a broken rule must not break the run
+            errors.append({"id": rule.id, "error": f"{type(e).__name__}: {e}"})
+    return Result(findings=findings, not_applicable=na, errors=errors, passed=passed)
+
+
+def render(rule: Rule, text: str, values: dict) -> str:
+    def sub(m):
+        v = evaluate(rule.templates[m.group(1)], values)
+        return fmt(v)
+    return TEMPLATE.sub(sub, text or "").replace("{{", "{").replace("}}", "}")
+
+
+def fmt(v) -> str:
+    if is_unknown(v):
+        return "?"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float):
+        if v.is_integer() and abs(v) < 1e15:
+            return str(int(v))
+        return f"{v:.3g}" if abs(v) < 100 else f"{v:,.0f}"
+    if isinstance(v, int):
+        return str(v)
+    return str(v)
+
+
+def _finding(rule: Rule, ev: Evidence, sig: Signals, engine: str) -> Finding:
+    vals = sig.values
+    sev = rule.severity
+    for cond, s in rule.severity_if:
+        r = evaluate(cond, vals)
+        if not is_unknown(r) and r:
+            sev = s
+            break
+    conf = rule.confidence
+    for cond, c in rule.confidence_if:
+        r = evaluate(cond, vals)
+        if not is_unknown(r) and r:
+            conf = c
+            break
+    fx = rule.fixes.get(engine) or rule.fixes.get("any") or {"remove": [], "set": {}, "note": ""}
+    fix = Fix(engine=engine, remove=list(fx["remove"]),
+              set={k: render(rule, str(v), vals) for k, v in fx["set"].items()},
+              note=render(rule, fx["note"], vals))
+    score = 0.0
+    if rule.impact_score is not None:
+        s = evaluate(rule.impact_score, vals)
+        score = 0.0 if is_unknown(s) else float(s)
+    return Finding(
+        id=rule.id, severity=sev, confidence=conf, title=render(rule, rule.title, vals),
+        fix_title=render(rule, rule.fix_title, vals), evidence=_evidence(rule, ev, sig),
+        fix=fix, impact=render(rule, rule.impact, vals), impact_score=score,
+        fix_risk=rule.fix_risk, domain=rule.domain)
+
+
+def _evidence(rule: Rule, ev: Evidence, sig: Signals) -> list:
+    out = []
+    for ref in rule.evidence:
+        kind, _, name = ref.partition(":")
+        if kind == "event":
+            for e in ev.events.get(name, [])[:MAX_EVENT_LINES]:
+                out.append({"source": e.source, "line": e.line, "text": e.text})
+            more = ev.event_counts.get(name, 0) - MAX_EVENT_LINES
+            if more > 0:
+                out.append({"metric": f"{name} lines", "window": "whole input", "value": f"{more} more like these"})
+        elif kind == "fact":
+            f = ev.facts.get(name)
+            if f is None:
+                continue
+            if f.source and f.line:
+                item = {"source": f.source, "line": f.line, "text": f.text}
+                if item not in out:
+                    out.append(item)
+            else:
+                out.append({"metric": name, "window": f.text or "derived", "value": fmt(f.value)})
+        elif kind == "metric":
+            p = sig.provenance.get(name)
+            if p:
+                out.append({"metric": p["metric"], "window": p["window"], "value": p["value"]})
+        elif kind == "signal":
+            v = sig.values.get(name)
+            if v is not None:
+                out.append({"metric": name, "window": "derived", "value": fmt(v)})
+    return out

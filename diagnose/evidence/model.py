@@ -1,0 +1,137 @@
+"""The normalized evidence model every source fills, whatever the engine.
+
+Parsers write here; signals read from here. Nothing downstream looks at raw lines
+except through the provenance (file, line, text) kept on facts and events.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+# Deployment facts under the same names for every engine (JSON schema v1 `deployment`).
+FACT_NAMES = (
+    "engine", "engine_version", "model", "dtype",
+    "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+    "cuda_graphs", "enforce_eager", "max_num_seqs", "max_num_batched_tokens",
+    "gpu_memory_utilization", "kv_cache_dtype", "prefix_caching", "chunked_prefill",
+    "quantization", "max_model_len", "kv_cache_tokens", "max_concurrency",
+    "gpu_count", "gpu_name",
+)
+# Further facts rules use; reported under `deployment` too when known.
+EXTRA_FACTS = (
+    "v1_engine", "cuda_graph_max_size", "weights_gib_per_gpu", "kv_cache_memory_gib",
+    "gpu_memory_gib", "block_size", "num_gpu_blocks", "speculative", "nodes",
+    "distributed_executor_backend", "startup_seconds", "load_seconds", "compile_seconds",
+    "capture_seconds",
+)
+
+# How many example lines of each event kind to keep; counts are always exact.
+EVENT_KEEP = 20
+
+
+@dataclass(slots=True)
+class Fact:
+    value: Any
+    source: str | None = None
+    line: int | None = None
+    text: str | None = None
+
+
+@dataclass(slots=True)
+class Event:
+    kind: str
+    source: str
+    line: int
+    text: str
+    time: datetime | None = None
+    data: dict = field(default_factory=dict)
+
+
+@dataclass
+class InputInfo:
+    path: str
+    kind: str = "log"
+    engine: str | None = None
+    engine_version: str | None = None
+    lines: int = 0
+    recognised_lines: int = 0
+    unrecognised_lines: int = 0
+    unreadable_lines: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "path": self.path, "kind": self.kind, "engine": self.engine,
+            "engine_version": self.engine_version, "lines": self.lines,
+            "recognised_lines": self.recognised_lines,
+            "unrecognised_lines": self.unrecognised_lines,
+            "unreadable_lines": self.unreadable_lines, "errors": list(self.errors),
+        }
+
+
+class Evidence:
+    """Everything the sources found, normalized. One instance per analysed deployment."""
+
+    def __init__(self) -> None:
+        self.inputs: list[InputInfo] = []
+        self.facts: dict[str, Fact] = {}
+        self.settings: dict[str, Any] = {}      # the engine's own settings, verbatim
+        self.events: dict[str, list[Event]] = {}
+        self.event_counts: dict[str, int] = {}
+        self.stats_rows: list[dict] = []         # periodic engine stats, one dict per line
+        self.counters: dict[str, int] = {}       # cheap aggregate counts (access codes, paths…)
+        self.prompt_prefixes: dict[int, int] = {}  # hash of prompt head → times seen (never the text)
+        self.hosts: set[str] = set()             # host names in NCCL lines
+        self.ray_ips: set[str] = set()           # remote Ray worker addresses (`ip=` in prefixes)
+        self._series = None
+
+    # -- writing (sources) -------------------------------------------------
+    def set_fact(self, name: str, value: Any, source: str | None = None,
+                 line: int | None = None, text: str | None = None, *, override: bool = True) -> None:
+        if value is None:
+            return
+        if not override and name in self.facts:
+            return
+        self.facts[name] = Fact(value, source, line, text)
+
+    def add_event(self, kind: str, source: str, line: int, text: str,
+                  time: datetime | None = None, **data: Any) -> None:
+        self.event_counts[kind] = self.event_counts.get(kind, 0) + 1
+        bucket = self.events.setdefault(kind, [])
+        if len(bucket) < EVENT_KEEP:
+            bucket.append(Event(kind, source, line, text, time, data))
+
+    def count(self, key: str, n: int = 1) -> None:
+        self.counters[key] = self.counters.get(key, 0) + n
+
+    def add_stats(self, row: dict) -> None:
+        self.stats_rows.append(row)
+        self._series = None
+
+    # -- reading (signals) ---------------------------------------------------
+    def fact(self, name: str, default: Any = None) -> Any:
+        f = self.facts.get(name)
+        return default if f is None else f.value
+
+    def has_event(self, kind: str) -> bool:
+        return self.event_counts.get(kind, 0) > 0
+
+    def first_event(self, kind: str) -> Event | None:
+        b = self.events.get(kind)
+        return b[0] if b else None
+
+    @property
+    def series(self):
+        """Engine stats as a polars DataFrame (imported lazily: polars is heavy to import)."""
+        if self._series is None:
+            import polars as pl
+            schema = {
+                "time": pl.Datetime, "source": pl.Utf8, "line": pl.Int64, "engine_idx": pl.Int64,
+                "prompt_tps": pl.Float64, "gen_tps": pl.Float64, "running": pl.Float64,
+                "waiting": pl.Float64, "swapped": pl.Float64, "kv_usage": pl.Float64,
+                "prefix_hit": pl.Float64, "preemptions": pl.Float64,
+            }
+            rows = [{k: r.get(k) for k in schema} for r in self.stats_rows]
+            self._series = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+        return self._series

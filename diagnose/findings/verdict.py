@@ -1,0 +1,54 @@
+"""The run's one bottleneck verdict, with the two or three signals that decided it.
+
+idle · client-bound · queue-saturated · kv-capacity-bound · prefill-bound · decode-bound ·
+compute-bound · host-bound · communication-bound · misconfigured · healthy (· unknown when the
+input holds no runtime evidence at all).
+"""
+from __future__ import annotations
+
+from ..engine.runner import fmt
+
+
+def decide(values: dict, findings: list) -> dict:
+    v = values
+    fired = {f.id: f for f in findings}
+    config_bad = [f.id for f in findings if f.domain == "config" and f.severity in ("critical", "high")]
+    failed = [i for i in ("engine-crash", "cuda-oom") if i in fired]
+
+    def out(b, signals, basis="engine stats"):
+        also = []
+        if b != "misconfigured" and config_bad:
+            also.append("misconfigured")
+        return {"bottleneck": b, "signals": signals[:3], "basis": basis, "also": also,
+                "config_findings": config_bad}
+
+    if not v.get("stats_samples"):
+        if failed:
+            return out("unknown", [f"the engine failed ({', '.join(failed)}) before any runtime stats"], "failures")
+        if config_bad:
+            return out("misconfigured", [f"`{i}`" for i in config_bad], "configuration")
+        return out("unknown", ["no periodic engine stats in the input (runtime bottleneck cannot be judged)"], "none")
+    if v.get("all_idle"):
+        return out("idle", [f"{v.get('idle_samples')} stats samples, all with 0 running / 0 waiting and no throughput"])
+    kv = f"KV usage p95 {fmt(v.get('kv_usage_p95'))} %"
+    wait = f"waiting mean {fmt(v.get('waiting_mean'))} (max {fmt(v.get('waiting_max'))})"
+    run = f"running mean {fmt(v.get('running_mean'))} (max {fmt(v.get('running_max'))})"
+    if "kv-cache-pressure" in fired or "kv-capacity-low" in fired and (v.get("kv_usage_p95") or 0) >= 90:
+        return out("kv-capacity-bound", [f"preemptions {fmt(v.get('preemptions_total'))}", kv, wait])
+    if "concurrency-cap" in fired or "queue-buildup" in fired or (v.get("waiting_mean") or 0) >= 1:
+        return out("queue-saturated", [wait, run, kv])
+    if "prefill-bound" in fired:
+        return out("prefill-bound", [f"prompt share of tokens {fmt(v.get('prompt_share'))}", wait, run])
+    if v.get("tp_spans_nodes"):
+        per = v.get("gen_tps_per_request")
+        return out("communication-bound", [
+            f"tensor parallel size {fmt(v.get('tensor_parallel_size'))} spans {fmt(v.get('nodes') or 2)} nodes"
+            + (f" (NCCL network {v.get('nccl_network')})" if v.get("nccl_network") else ""),
+            f"{fmt(per)} tokens/s per running request" if per is not None else run, wait])
+    if "client-bound" in fired:
+        return out("client-bound", [run, wait, kv])
+    if "decode-bound" in fired:
+        return out("decode-bound", [f"{fmt(v.get('gen_tps_per_request'))} tokens/s per request", run, kv])
+    if config_bad:
+        return out("misconfigured", [f"`{i}`" for i in config_bad])
+    return out("healthy", [run, wait, kv])

@@ -1,0 +1,53 @@
+"""Pieces every report format shares: sparklines, the deployment summary, evidence lines."""
+from __future__ import annotations
+
+from ..engine.runner import fmt
+
+BARS = "▁▂▃▄▅▆▇█"
+SUMMARY_FACTS = [
+    ("engine", "engine"), ("engine_version", "version"), ("model", "model"), ("dtype", "dtype"),
+    ("tensor_parallel_size", "TP"), ("pipeline_parallel_size", "PP"), ("data_parallel_size", "DP"),
+    ("gpu_count", "GPUs"), ("nodes", "nodes"), ("gpu_name", "GPU"), ("gpu_memory_gib", "GPU memory GiB"),
+    ("cuda_graphs", "CUDA graphs"), ("max_num_seqs", "max_num_seqs"),
+    ("max_num_batched_tokens", "max_num_batched_tokens"), ("gpu_memory_utilization", "gpu_memory_utilization"),
+    ("kv_cache_dtype", "kv_cache_dtype"), ("prefix_caching", "prefix caching"),
+    ("chunked_prefill", "chunked prefill"), ("quantization", "quantization"),
+    ("max_model_len", "max_model_len"), ("kv_cache_tokens", "KV cache tokens"),
+    ("max_concurrency", "max concurrency (full-length requests)"),
+    ("weights_gib_replica", "weights per replica GiB"), ("model_params_b", "parameters (B)"),
+]
+TIMELINE = [("running", "running"), ("waiting", "waiting"), ("kv_usage", "KV usage %"),
+            ("gen_tps", "gen tokens/s")]
+
+
+def sparkline(values: list, width: int = 48) -> str:
+    if not values:
+        return ""
+    if len(values) > width:   # downsample by taking the max of each bucket: peaks matter
+        step = len(values) / width
+        values = [max(values[int(i * step): max(int((i + 1) * step), int(i * step) + 1)]) for i in range(width)]
+    hi = max(values)
+    if hi <= 0:
+        return BARS[0] * len(values)
+    return "".join(BARS[min(len(BARS) - 1, int(v / hi * (len(BARS) - 1) + 0.5))] for v in values)
+
+
+def summary_rows(deployment: dict) -> list[tuple[str, str]]:
+    rows = []
+    for key, label in SUMMARY_FACTS:
+        v = deployment.get(key)
+        if v is not None:
+            rows.append((label, fmt(v)))
+    return rows
+
+
+def evidence_line(e: dict) -> str:
+    if "source" in e:
+        return f"{e['source']}:{e['line']}: {e['text']}"
+    return f"{e['metric']} = {e['value']} ({e['window']})"
+
+
+def fix_lines(fix: dict) -> list[str]:
+    out = [f"remove {f}" for f in fix["flags"]["remove"]]
+    out += [f"{k} {v}" for k, v in fix["flags"]["set"].items()]
+    return out

@@ -1,0 +1,60 @@
+"""`--format markdown`: a ticket for GitHub or Jira. Headline, verdict, findings table,
+evidence folded in <details>, and the corrected launch command as a code block."""
+from __future__ import annotations
+
+from .common import evidence_line, fix_lines, sparkline, summary_rows, TIMELINE
+
+
+def _cell(s: str) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def render(data: dict, timeline: dict | None = None) -> str:
+    dep = data["deployment"]
+    findings = data["findings"]
+    v = data["verdict"] or {}
+    model = dep.get("model") or "unknown model"
+    out = [f"# diagnose: {len(findings)} finding(s) for {model} ({dep.get('engine') or 'unknown engine'})", ""]
+    also = f" (also: {', '.join(v.get('also') or [])})" if v.get("also") else ""
+    out.append(f"**Bottleneck verdict: `{v.get('bottleneck')}`**{also}")
+    out += [f"- {s}" for s in v.get("signals", [])]
+    out.append("")
+    rows = summary_rows(dep)
+    if rows:
+        out += ["## Deployment", "", "| setting | value |", "|---|---|"]
+        out += [f"| {_cell(k)} | `{_cell(val)}` |" for k, val in rows]
+        out.append("")
+    if findings:
+        out += ["## Findings", "", "| # | severity | rule | what is wrong | fix |", "|---|---|---|---|---|"]
+        for i, f in enumerate(findings, 1):
+            fx = ", ".join(f"`{x}`" for x in fix_lines(f["fix"])) or _cell(f["fix"].get("note") or f["fix_title"])
+            out.append(f"| {i} | {f['severity']} | `{f['id']}` | {_cell(f['title'])} | {fx} |")
+        out.append("")
+        for i, f in enumerate(findings, 1):
+            out.append(f"### {i}. `{f['id']}` — {f['title']}")
+            out.append("")
+            out.append(f"**{f['fix_title']}.** Severity {f['severity']}, confidence {f['confidence']}.")
+            if f["impact"]:
+                out.append(f"Impact: {f['impact']}")
+            if f["fix"].get("note"):
+                out.append(f"Note: {f['fix']['note']}")
+            if f["fix_risk"]:
+                out.append(f"Fix risk: {f['fix_risk']}")
+            out += ["", "<details><summary>Evidence</summary>", "", "```"]
+            out += [evidence_line(e) for e in f["evidence"]] or ["(derived from the signals above)"]
+            out += ["```", "", "</details>", ""]
+    else:
+        out += ["No findings.", ""]
+    fix = data.get("fix")
+    if fix and fix.get("command"):
+        out += ["## Corrected launch command", "", "```bash", fix["command"], "```", ""]
+    if timeline:
+        out += ["## Timeline", "", "```"]
+        out += [f"{label:>13} {sparkline(timeline.get(key, []))}" for key, label in TIMELINE if timeline.get(key)]
+        out += ["```", ""]
+    notes = []
+    for i in data["inputs"]:
+        notes.append(f"`{i['path']}`: {i['lines']} lines, {i['recognised_lines']} recognised, "
+                     f"{i['unrecognised_lines']} not recognised" + (f", {i['unreadable_lines']} unreadable" if i["unreadable_lines"] else ""))
+    out += ["<sub>" + "; ".join(notes) + f" · {len(data['not_applicable'])} rule(s) not applicable · diagnose {data['tool']['version']}</sub>", ""]
+    return "\n".join(out)

@@ -1,0 +1,67 @@
+"""`--format terminal` (default): verdict line, deployment summary, ranked findings with their
+evidence and a fix block, and a compact timeline."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from .common import evidence_line, fix_lines, sparkline, summary_rows, TIMELINE
+
+COLOURS = {"critical": "bold white on red", "high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
+
+
+def render(data: dict, console: Console, timeline: dict | None = None, verbose: bool = False) -> None:
+    v = data["verdict"] or {}
+    dep = data["deployment"]
+    also = f"  [dim](also: {', '.join(v.get('also') or [])})[/dim]" if v.get("also") else ""
+    console.print(f"[bold]Bottleneck:[/bold] [bold magenta]{v.get('bottleneck')}[/bold magenta]{also}")
+    for s in v.get("signals", []):
+        console.print(f"  · {escape(s)}")
+    rows = summary_rows(dep)
+    if rows:
+        t = Table(show_header=False, box=None, padding=(0, 1), title="Deployment", title_justify="left")
+        for k, val in rows:
+            t.add_row(f"[dim]{escape(k)}[/dim]", escape(val))
+        console.print(t)
+    findings = data["findings"]
+    if not findings:
+        console.print("[green]No findings.[/green]")
+    for i, f in enumerate(findings, 1):
+        head = f"[{COLOURS[f['severity']]}]{f['severity'].upper()}[/] [bold]{f['id']}[/bold] [dim]({f['confidence']} confidence)[/dim]"
+        body = [escape(f["title"])]
+        for e in f["evidence"][:6]:
+            body.append(f"  [dim]│[/dim] {escape(evidence_line(e))[:300]}")
+        fx = fix_lines(f["fix"])
+        body.append(f"[green]→ {escape(f['fix_title'])}[/green]" + (f": [bold]{escape(' '.join(fx))}[/bold]" if fx else ""))
+        if f["fix"].get("note"):
+            body.append(f"  [dim]{escape(f['fix']['note'])}[/dim]")
+        if f["impact"]:
+            body.append(f"  impact: {escape(f['impact'])}")
+        if f["fix_risk"]:
+            body.append(f"  [dim]risk: {escape(f['fix_risk'])}[/dim]")
+        console.print(Panel("\n".join(body), title=f"{i}. {head}", title_align="left", expand=True))
+    fix = data.get("fix")
+    if fix and fix.get("command"):
+        console.print("[bold]Corrected launch command[/bold]")
+        console.print(escape(fix["command"]), soft_wrap=True)
+    if timeline and any(timeline.values()):
+        console.print("[bold]Timeline[/bold] [dim](each stats sample; idle included)[/dim]")
+        for key, label in TIMELINE:
+            if timeline.get(key):
+                console.print(f"  {label:>13} {sparkline(timeline[key])}  [dim]max {max(timeline[key]):g}[/dim]")
+    for inp in data["inputs"]:
+        msg = (f"[dim]{escape(inp['path'])}: {inp['lines']} lines, {inp['recognised_lines']} recognised, "
+               f"{inp['unrecognised_lines']} not recognised")
+        if inp["unreadable_lines"]:
+            msg += f", [yellow]{inp['unreadable_lines']} unreadable[/yellow]"
+        console.print(msg + "[/dim]")
+    if data["errors"]:
+        for e in data["errors"]:
+            console.print(f"[red]rule error[/red] {e['id']}: {escape(e['error'])}")
+    if verbose:
+        for na in data["not_applicable"]:
+            console.print(f"[dim]not applicable: {na['id']} — {escape(na['reason'])}[/dim]")
+    else:
+        console.print(f"[dim]{len(data['not_applicable'])} rule(s) not applicable (--verbose lists them)[/dim]")

@@ -1,0 +1,230 @@
+"""Signals: named numbers and booleans derived from the evidence, the only thing rules read.
+
+A signal that cannot be derived is None (unknown), never 0: rules that need it are then
+*not applicable*. Runtime signals come from the steady-state window only: warm-up, the first
+busy sample after idle (a partial interval) and idle stretches say nothing about steady state.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..evidence.model import Evidence, FACT_NAMES, EXTRA_FACTS
+
+# Bytes per parameter by quantization / dtype, for weight-size estimates from a parameter count.
+BYTES_PER_PARAM = {"fp8": 1.0, "int8": 1.0, "awq": 0.55, "gptq": 0.55, "awq_marlin": 0.55,
+                   "gptq_marlin": 0.55, "bitsandbytes": 0.55, "float32": 4.0}
+PARAMS_RX = re.compile(r"(?:(?P<experts>\d+)x)?(?P<b>\d+(?:\.\d+)?)[Bb](?![a-zA-Z])")
+GIB_PER_GB = 1e9 / 2**30
+
+
+@dataclass
+class Signals:
+    values: dict = field(default_factory=dict)
+    provenance: dict = field(default_factory=dict)   # signal → evidence dict(s) to cite
+    window: str | None = None                        # human description of the steady window
+    timeline: dict = field(default_factory=dict)     # name → list of floats (for sparklines)
+
+    def get(self, name, default=None):
+        v = self.values.get(name)
+        return default if v is None else v
+
+
+def derive(ev: Evidence) -> Signals:
+    s = Signals()
+    v = s.values
+    for name in FACT_NAMES + EXTRA_FACTS + ("nccl_network", "platform"):
+        v[name] = ev.fact(name)
+    _model_size(ev, v)
+    _parallelism(ev, v)
+    _events(ev, v)
+    _runtime(ev, s)
+    return s
+
+
+def _model_size(ev: Evidence, v: dict) -> None:
+    model = v.get("model") or ""
+    params = None
+    name = model.rsplit("/", 1)[-1]
+    # `Qwen3-30B-A3B`: total 30 B, active 3 B; `Mixtral-8x7B`: 8 × 7 B (shared layers ignored).
+    for m in PARAMS_RX.finditer(name):
+        b = float(m.group("b"))
+        if m.start() > 0 and name[m.start() - 1] in "Aa" and params is not None:
+            v["model_active_params_b"] = b
+            continue
+        if params is None:
+            params = b * int(m.group("experts") or 1)
+    tp = int(v.get("tensor_parallel_size") or 1)
+    pp = int(v.get("pipeline_parallel_size") or 1)
+    w = v.get("weights_gib_per_gpu")
+    if w is not None:
+        v["weights_gib_replica"] = round(w * tp * pp, 2)
+    elif params is not None:
+        bpp = BYTES_PER_PARAM.get(str(v.get("quantization") or "").lower(),
+                                  4.0 if v.get("dtype") == "float32" else 2.0)
+        v["weights_gib_replica"] = round(params * bpp * GIB_PER_GB, 2)
+    if params is None and w is not None:
+        params = round(w * tp * pp / GIB_PER_GB / 2.0, 1)   # assumes 16-bit weights
+    v["model_params_b"] = params
+    if params is not None:
+        v["recommended_tp"] = 1 if params < 7 else 2 if params <= 20 else 4 if params <= 70 else 8
+    gm = v.get("gpu_memory_gib")
+    if v.get("weights_gib_replica") is not None and gm:
+        v["weights_fraction_of_gpu"] = round(v["weights_gib_replica"] / gm, 3)
+
+
+def _parallelism(ev: Evidence, v: dict) -> None:
+    tp = v.get("tensor_parallel_size")
+    pp = v.get("pipeline_parallel_size") or 1
+    nodes = v.get("nodes")
+    v["world_size"] = int(tp) * int(pp) if tp is not None else None
+    net_between_ranks = ev.has_event("nccl_net_ib") or ev.has_event("nccl_socket")
+    if tp is not None and int(tp) > 1:
+        per_node = (v["world_size"] / nodes) if nodes else None
+        v["tp_spans_nodes"] = bool((per_node is not None and int(tp) > per_node)
+                                   or (int(pp) == 1 and (nodes or 0) > 1)
+                                   or (int(pp) == 1 and net_between_ranks))
+        v["gpus_per_node"] = int(per_node) if per_node else None
+        v["tp_over_pcie"] = (ev.has_event("allreduce_pcie") or ev.has_event("allreduce_no_p2p")
+                             or ev.has_event("nccl_shm"))
+    elif tp is not None:
+        v["tp_spans_nodes"] = False
+        v["tp_over_pcie"] = False
+    socket = (ev.has_event("nccl_socket") or ev.has_event("nccl_network_socket"))
+    v["nccl_socket"] = socket
+    v["nccl_ib_missing"] = ev.has_event("nccl_ib_missing")
+    v["multi_node"] = bool((nodes or 0) > 1 or net_between_ranks)
+
+
+def _events(ev: Evidence, v: dict) -> None:
+    c = ev.event_counts
+    for k in ("oom", "engine_dead", "nccl_error", "kv_capacity_error", "preemption",
+              "eager_mode", "allreduce_pcie", "allreduce_no_p2p", "traceback"):
+        v[f"{k}_count"] = c.get(k, 0)
+    v["http_5xx_count"] = sum(n for k, n in ev.counters.items() if k.startswith("status_5"))
+    v["http_429_count"] = ev.counters.get("status_429", 0)
+    total = sum(i.lines for i in ev.inputs) or 0
+    v["total_lines"] = total
+    v["access_lines"] = ev.counters.get("access_lines", 0)
+    v["access_probe_lines"] = ev.counters.get("access_probe_lines", 0)
+    v["access_probe_share"] = round(v["access_probe_lines"] / total, 3) if total else None
+    v["request_lines"] = ev.counters.get("request_lines", 0)
+    n = sum(ev.prompt_prefixes.values())
+    v["requests_logged"] = n
+    # Share of requests whose first 256 characters were seen before: repeated prefixes.
+    v["repeated_prefix_share"] = round(1 - len(ev.prompt_prefixes) / n, 3) if n >= 20 else None
+    acc = [e.data.get("acceptance") for e in ev.events.get("spec_decode", []) if e.data.get("acceptance") is not None]
+    v["spec_acceptance_mean"] = round(sum(acc) / len(acc), 1) if acc else None
+    v["warmup_logged"] = any(ev.has_event(k) for k in ("startup_init", "startup_compile", "startup_load", "cuda_graph_capture"))
+
+
+def _runtime(ev: Evidence, s: Signals) -> None:
+    v = s.values
+    v["stats_samples"] = len(ev.stats_rows)
+    v["preemptions_total"] = ev.counters.get("preemptions_total", 0) or None
+    if not ev.stats_rows:
+        v["steady_samples"] = 0
+        return
+    import polars as pl
+    df = ev.series
+    engines = df["engine_idx"].n_unique()
+    v["dp_engines_logged"] = engines
+    if engines > 1 and df["time"].null_count() == 0:
+        # One row per tick across DP engines: totals for load, means for percentages.
+        df = (df.group_by("time", maintain_order=True)
+                .agg(pl.col("line").min(), pl.col("source").first(),
+                     pl.col("prompt_tps", "gen_tps", "running", "waiting", "preemptions").sum(),
+                     pl.col("kv_usage", "prefix_hit").mean(), pl.col("swapped").sum()))
+    df = df.with_columns(
+        busy=(pl.col("running") > 0) | (pl.col("waiting") > 0) | (pl.col("gen_tps") > 0) | (pl.col("prompt_tps") > 0))
+    busy_idx = [i for i, b in enumerate(df["busy"].to_list()) if b]
+    v["idle_samples"] = df.height - len(busy_idx)
+    v["busy_samples"] = len(busy_idx)
+    v["preemptions_total"] = (v["preemptions_total"] or 0) + int(df["preemptions"].fill_null(0).sum()) or v["preemptions_total"]
+    if v["preemptions_total"] is None:
+        v["preemptions_total"] = 0 if df["preemptions"].null_count() < df.height or v.get("v1_engine") is False else None
+    for col in ("running", "waiting", "kv_usage", "gen_tps"):
+        s.timeline[col] = df[col].fill_null(0).to_list()
+    if not busy_idx:
+        v["steady_samples"] = 0
+        v["all_idle"] = True
+        return
+    v["all_idle"] = False
+    # Steady window: busy samples, minus the first sample after each idle stretch (the interval
+    # it averages was partly idle) when enough samples remain.
+    keep = []
+    prev_busy = False
+    flags = df["busy"].to_list()
+    for i, b in enumerate(flags):
+        if b and (prev_busy or len(busy_idx) < 4):
+            keep.append(i)
+        prev_busy = b
+    if len(keep) < 2:
+        keep = busy_idx
+    st = df[keep]
+    v["steady_samples"] = st.height
+    t = st["time"]
+    if t.null_count() == 0 and st.height:
+        t0, t1 = t.min(), t.max()
+        v["window_seconds"] = (t1 - t0).total_seconds()
+        s.window = f"steady window {t0:%m-%d %H:%M:%S}–{t1:%H:%M:%S} ({st.height} samples, idle and warm-up excluded)"
+    else:
+        s.window = f"steady window: {st.height} busy samples (idle and warm-up excluded)"
+
+    def stat(col, fn):
+        x = st[col].drop_nulls()
+        if x.len() == 0:
+            return None
+        return round(float(fn(x)), 3)
+
+    for col in ("running", "waiting", "kv_usage", "gen_tps", "prompt_tps", "prefix_hit"):
+        v[f"{col}_mean"] = stat(col, lambda x: x.mean())
+        v[f"{col}_max"] = stat(col, lambda x: x.max())
+        v[f"{col}_p50"] = stat(col, lambda x: x.quantile(0.5, "nearest"))
+        v[f"{col}_p95"] = stat(col, lambda x: x.quantile(0.95, "nearest"))
+    v["prefix_hit_last"] = stat("prefix_hit", lambda x: x[-1])
+    v["offered_concurrency_max"] = round(float((st["running"] + st["waiting"]).max()), 1)
+    tot = (st["prompt_tps"] + st["gen_tps"]).sum()
+    v["prompt_share"] = round(float(st["prompt_tps"].sum() / tot), 3) if tot else None
+    v["waiting_nonzero_share"] = round(float((st["waiting"] > 0).mean()), 3)
+    if v["running_mean"]:
+        v["gen_tps_per_request"] = round(v["gen_tps_mean"] / v["running_mean"], 2)
+    rmax = v["running_max"] or 0
+    v["running_plateau_share"] = round(float((st["running"] >= rmax * 0.95).mean()), 3) if rmax else None
+    cap = v.get("max_num_seqs")
+    v["running_at_cap_share"] = round(float((st["running"] >= float(cap) * 0.95).mean()), 3) if cap else None
+    km = v["kv_usage_mean"]
+    if km is not None and km > 0:
+        v["kv_headroom_x"] = round(min(90.0 / km, 1000.0), 1)
+    elif km == 0 and (v["running_mean"] or 0) > 0:
+        v["kv_headroom_x"] = 100.0   # "0.0 %" with requests running means < 0.05 %
+    # Trend of the queue: slope per minute and how well a line explains it.
+    if st.height >= 6 and t.null_count() == 0:
+        tw = st.select(sec=(pl.col("time") - pl.col("time").min()).dt.total_seconds(), w=pl.col("waiting"))
+        var = tw["sec"].var()
+        if var:
+            slope = tw.select(pl.cov("sec", "w") / var).item()
+            r = tw.select(pl.corr("sec", "w")).item()
+            v["waiting_slope_per_min"] = round(slope * 60, 3)
+            v["waiting_trend_r2"] = round(r * r, 3) if r == r and r is not None else 0.0
+    first_line, last_line = int(st["line"].min()), int(st["line"].max())
+    src = st["source"][0]
+
+    def prov(metric, value):
+        return {"metric": metric, "window": s.window, "value": value, "source": src,
+                "lines": f"{first_line}–{last_line}"}
+
+    s.provenance.update({
+        "running": prov("running requests", _fmt_mm(v, "running")),
+        "waiting": prov("waiting requests", _fmt_mm(v, "waiting")),
+        "kv_usage": prov("GPU KV cache usage %", _fmt_mm(v, "kv_usage")),
+        "gen_tps": prov("generation throughput tokens/s", _fmt_mm(v, "gen_tps")),
+        "prompt_tps": prov("prompt throughput tokens/s", _fmt_mm(v, "prompt_tps")),
+        "prefix_hit": prov("prefix cache hit rate %", f"last {v['prefix_hit_last']}"),
+        "waiting_trend": prov("waiting requests trend", f"slope {v.get('waiting_slope_per_min')}/min, r² {v.get('waiting_trend_r2')}"),
+        "preemptions": prov("preemptions", str(v.get("preemptions_total"))),
+    })
+
+
+def _fmt_mm(v, col):
+    return f"mean {v.get(col + '_mean')}, p95 {v.get(col + '_p95')}, max {v.get(col + '_max')}"

@@ -1,0 +1,103 @@
+"""Lines that are not any one engine's own: NCCL, uvicorn access, Ray, PyTorch/CUDA errors.
+
+They interleave with every engine's log, so every log parser consults this module.
+"""
+from __future__ import annotations
+
+import re
+import zlib
+
+from ..evidence.model import Evidence
+from ..redact import redact
+from .lineprefix import Line
+
+NCCL = re.compile(r"^(?P<host>[\w.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL (?P<lvl>INFO|WARN) (?P<text>.*)")
+ACCESS = re.compile(r'^INFO: +(?P<ip>[\w.:\[\]-]+):(?P<port>\d+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
+OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|out of memory\. Tried to allocate")
+CAPACITY = re.compile(r"total capacity of (?P<gib>[\d.]+) GiB")
+NCCL_ERR = re.compile(r"NCCL error|DistBackendError|Watchdog caught collective operation timeout|NCCL WARN .*(?:timeout|failed)")
+RAY_CLUSTER = re.compile(r"Connecting to existing Ray cluster|Started a local Ray instance")
+PROMPT = re.compile(r"prompt: (['\"])(?P<p>.*?)(?:\1, (?:params|sampling_params)|$)")
+PROBE_PATHS = ("/metrics", "/health", "/ping", "/v1/models", "/version", "/load")
+
+
+def feed_common(line: Line, ev: Evidence, when) -> bool:
+    """Record what a shared line says; True when it was understood."""
+    msg = line.msg
+    src, n = line.source, line.lineno
+    if line.ip:
+        ev.ray_ips.add(line.ip)
+    # uvicorn access
+    if msg.startswith("INFO:"):
+        m = ACCESS.match(msg)
+        if m:
+            path = m.group("path").split("?", 1)[0]
+            status = m.group("status")
+            ev.count("access_lines")
+            ev.count(f"status_{status}")
+            if status[0] == "5" or status == "429":
+                ev.add_event(f"http_{status}", src, n, redact(line.raw), when)
+            if path.startswith(PROBE_PATHS):
+                ev.count("access_probe_lines")
+                ev.add_event("access_probe", src, n, redact(line.raw), when)
+            return True
+        if "Application startup complete" in msg or "Uvicorn running on" in msg:
+            ev.add_event("server_ready", src, n, line.raw, when)
+            return True
+        return False
+    m = NCCL.match(msg)
+    if m:
+        ev.hosts.add(m.group("host"))
+        _nccl(m.group("text"), line, ev, when)
+        return True
+    if msg.startswith("NCCL version"):
+        ev.add_event("nccl_version", src, n, line.raw, when)
+        return True
+    if OOM.search(msg):
+        ev.add_event("oom", src, n, line.raw, when)
+        m = CAPACITY.search(msg)
+        if m:
+            ev.set_fact("gpu_memory_gib", float(m.group("gib")), src, n, line.raw, override=False)
+        return True
+    if NCCL_ERR.search(msg):
+        ev.add_event("nccl_error", src, n, line.raw, when)
+        return True
+    if RAY_CLUSTER.search(msg):
+        ev.add_event("ray", src, n, line.raw, when)
+        return True
+    if msg.startswith("Traceback (most recent call last)"):
+        ev.add_event("traceback", src, n, line.raw, when)
+        return True
+    return False
+
+
+def _nccl(text: str, line: Line, ev: Evidence, when) -> None:
+    src, n, raw = line.source, line.lineno, line.raw
+    if " via " in text:
+        via = text.split(" via ", 1)[1]
+        if via.startswith("NET/Socket"):
+            ev.add_event("nccl_socket", src, n, raw, when)
+        elif via.startswith("NET/"):     # NET/IB, NET/IBext_v10, … : RDMA between nodes
+            ev.add_event("nccl_net_ib", src, n, raw, when)
+        elif via.startswith("SHM"):
+            ev.add_event("nccl_shm", src, n, raw, when)
+        elif via.startswith("P2P"):
+            ev.add_event("nccl_p2p", src, n, raw, when)
+    elif text.startswith("Using network "):
+        net = text[len("Using network "):].strip()
+        ev.set_fact("nccl_network", net, src, n, raw)
+        ev.add_event("nccl_network_socket" if net == "Socket" else "nccl_network_ib", src, n, raw, when)
+    elif "NET/IB : No device found" in text:
+        ev.add_event("nccl_ib_missing", src, n, raw, when)
+    else:
+        ev.count("nccl_other")
+
+
+def note_prompt(msg: str, ev: Evidence) -> None:
+    """Remember how often a prompt's head repeats, as a hash only (never the text)."""
+    m = PROMPT.search(msg)
+    if not m:
+        return
+    head = m.group("p")[:256].encode("utf-8", "replace")
+    h = zlib.crc32(head)
+    ev.prompt_prefixes[h] = ev.prompt_prefixes.get(h, 0) + 1

@@ -1,0 +1,94 @@
+"""Reading `key=value, key=value` dumps (vLLM config, argparse Namespace, dataclass reprs)
+and python dict reprs, with values turned into Python values where that is safe."""
+from __future__ import annotations
+
+import ast
+import json
+
+
+def split_top(s: str, sep: str = ",") -> list[str]:
+    """Split on `sep` at nesting depth 0, outside quotes. Tolerates a truncated tail."""
+    out, depth, quote, start, i = [], 0, None, 0, 0
+    n = len(s)
+    while i < n:
+        c = s[i]
+        if quote:
+            if c == "\\":
+                i += 2
+                continue
+            if c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == sep and depth == 0:
+            out.append(s[start:i])
+            start = i + 1
+        i += 1
+    out.append(s[start:])
+    return [p.strip() for p in out if p.strip()]
+
+
+def value(v: str):
+    v = v.strip()
+    if v in ("True", "true"):
+        return True
+    if v in ("False", "false"):
+        return False
+    if v in ("None", "null"):
+        return None
+    if v.startswith("torch."):
+        return v[len("torch."):]
+    if v[:1] == "{" and v.endswith("}"):
+        try:
+            return json.loads(v)
+        except ValueError:
+            pass
+    try:
+        return ast.literal_eval(v)   # literals only: never evaluates code
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return v
+
+
+def parse_pairs(body: str) -> dict:
+    """`a=1, b='x', c={"k":1}` → dict. Keys without `=` (a quirk, or a cut line) are skipped."""
+    out = {}
+    for part in split_top(body):
+        # v0.6.3 quirk: `chunked_prefill_enabled=False multi_step_stream_outputs=True`
+        for piece in _split_missing_comma(part):
+            k, eq, v = piece.partition("=")
+            k = k.strip()
+            if eq and k.isidentifier():
+                out[k] = value(v)
+    return out
+
+
+def _split_missing_comma(part: str) -> list[str]:
+    if part.count("=") > 1 and " " in part and not part.split("=", 1)[1].lstrip()[:1] in "{[('\"":
+        bits = part.split(" ")
+        if all("=" in b for b in bits):
+            return bits
+    return [part]
+
+
+def parse_dict(text: str) -> dict:
+    """A python dict repr → dict; falls back to top-level `'key': value` pairs if it has reprs."""
+    text = text.strip()
+    try:
+        d = ast.literal_eval(text)
+        if isinstance(d, dict):
+            return d
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        pass
+    body = text[1:-1] if text.startswith("{") else text
+    out = {}
+    for part in split_top(body):
+        k, colon, v = part.partition(":")
+        if colon:
+            k = k.strip().strip("'\"")
+            if k.isidentifier():
+                out[k] = value(v)
+    return out

@@ -1,0 +1,100 @@
+"""Peeling what collectors and process managers put in front of an engine's own message.
+
+Order of layers, outermost first: ANSI colour, markdown quote `> `, docker/kubectl RFC 3339
+timestamp or journald prefix, nested process prefixes `(Name pid=N[, ip=A])`, then the
+engine's logger header (vLLM: `LEVEL MM-DD HH:MM:SS [file:line] `).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+COLLECTOR = re.compile(
+    r"^(?:(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?) "
+    r"|[A-Za-zа-я]{3,4}\.? +\d{1,2} \d\d:\d\d:\d\d \S+ [\w.\-/]+(?:\[\d+\])?: )"
+)
+# `(APIServer pid=1) `, `(RayWorkerWrapper pid=1463574, ip=192.168.10.60) `; a paste may lose
+# the opening parenthesis of the first one.
+PROC = re.compile(r"^\(?(?P<name>[^()]*?) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.:a-f]+))?\) ")
+REPEATED = re.compile(r" \[repeated (\d+)x across cluster\]\s*$")
+VLLM_HEADER = re.compile(
+    r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<mon>\d\d)-(?P<day>\d\d) "
+    r"(?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)? \[?(?P<file>[\w./<>-]+(?:\.\.\./[\w./-]+)?):(?P<lineno>\d+)\] "
+)
+
+
+@dataclass(slots=True)
+class Line:
+    source: str
+    lineno: int
+    raw: str            # the line as read (ANSI stripped), for evidence
+    msg: str            # the message after every prefix
+    proc: str | None = None
+    ip: str | None = None
+    level: str | None = None
+    stamp: tuple | None = None   # (month, day, "HH:MM:SS") without a year
+    iso: str | None = None       # collector timestamp with a year, when present
+    repeat: int = 1
+
+
+def peel(source: str, lineno: int, text: str) -> Line:
+    if "\x1b" in text:
+        text = ANSI.sub("", text)
+    text = text.rstrip("\r\n ")
+    raw = text
+    if text.startswith("> "):
+        text = text[2:]
+    iso = None
+    m = COLLECTOR.match(text)
+    if m:
+        iso = m.group("iso")
+        text = text[m.end():]
+    proc = ip = None
+    while True:
+        m = PROC.match(text)
+        if not m:
+            break
+        proc = proc or m.group("name").strip()
+        ip = ip or m.group("ip")
+        text = text[m.end():]
+    repeat = 1
+    if text.endswith("cluster]"):
+        m = REPEATED.search(text)
+        if m:
+            repeat = int(m.group(1))
+            text = text[: m.start()]
+    level = stamp = None
+    m = VLLM_HEADER.match(text)
+    if m:
+        level = m.group("level")
+        stamp = (int(m.group("mon")), int(m.group("day")), m.group("hms"))
+        text = text[m.end():]
+    return Line(source, lineno, raw, text, proc, ip, level, stamp, iso, repeat)
+
+
+class Clock:
+    """Turns year-less `MM-DD HH:MM:SS` stamps into datetimes that order across a new year."""
+
+    def __init__(self, year: int | None = None) -> None:
+        self.year = year or datetime.now().year
+        self._last: tuple[int, int] | None = None
+
+    def at(self, line: Line) -> datetime | None:
+        if line.iso and self._last is None:
+            try:
+                self.year = int(line.iso[:4])
+            except ValueError:
+                pass
+        if line.stamp is None:
+            return None
+        mon, day, hms = line.stamp
+        if self._last is not None and (mon, day) < self._last and self._last[0] - mon >= 6:
+            self.year += 1   # December → January: a new year began
+        self._last = (mon, day)
+        try:
+            h, mi, s = (int(x) for x in hms.split(":"))
+            return datetime(self.year, mon, day, h, mi, s)
+        except ValueError:
+            return None

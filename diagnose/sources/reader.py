@@ -1,0 +1,83 @@
+"""Opening what the user named: files, globs, `-` for stdin, gzip by content.
+
+Only errors about the input itself live here; they become exit 2 with one line naming the input.
+"""
+from __future__ import annotations
+
+import glob
+import gzip
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+BLOCK = 4 * 1024 * 1024  # large binary blocks: the scanner works per block, not per line
+
+
+class InputError(Exception):
+    """A problem with an input the user named; printed as one line, exit 2."""
+
+
+@dataclass
+class Input:
+    path: str        # as the user wrote it (or "<stdin>")
+    display: str     # what evidence cites
+
+    def blocks(self) -> Iterator[bytes]:
+        if self.path == "-":
+            yield from _read_blocks(sys.stdin.buffer, self.display)
+            return
+        try:
+            fh = open(self.path, "rb")
+        except PermissionError:
+            raise InputError(f"{self.display}: permission denied") from None
+        except FileNotFoundError:
+            raise InputError(f"{self.display}: no such file") from None
+        except OSError as e:
+            raise InputError(f"{self.display}: cannot open ({e.strerror})") from None
+        with fh:
+            head = fh.peek(2)[:2] if hasattr(fh, "peek") else b""
+            if head == b"\x1f\x8b":
+                gz = gzip.GzipFile(fileobj=fh)
+                try:
+                    yield from _read_blocks(gz, self.display)
+                except (OSError, EOFError) as e:
+                    raise InputError(f"{self.display}: damaged gzip stream ({e})") from None
+            else:
+                yield from _read_blocks(fh, self.display)
+
+
+def _read_blocks(fh, display: str) -> Iterator[bytes]:
+    while True:
+        try:
+            b = fh.read(BLOCK)
+        except OSError as e:
+            raise InputError(f"{display}: read failed ({e.strerror or e})") from None
+        if not b:
+            return
+        yield b
+
+
+def resolve(paths: list[str]) -> list[Input]:
+    """Expand globs and check each path; raises InputError for the first bad one."""
+    out: list[Input] = []
+    if not paths:
+        raise InputError("no input given (pass a log file, several files, a glob, or - for stdin)")
+    for p in paths:
+        if p == "-":
+            out.append(Input("-", "<stdin>"))
+            continue
+        if glob.has_magic(p) and not os.path.exists(p):
+            matches = sorted(m for m in glob.glob(p, recursive=True) if os.path.isfile(m))
+            if not matches:
+                raise InputError(f"{p}: the pattern matches no file")
+            out.extend(Input(m, m) for m in matches)
+            continue
+        if os.path.isdir(p):
+            raise InputError(f"{p}: is a directory (pass files or a glob, e.g. {p.rstrip('/')}/*.log)")
+        if not os.path.exists(p):
+            raise InputError(f"{p}: no such file")
+        if not os.access(p, os.R_OK):
+            raise InputError(f"{p}: permission denied")
+        out.append(Input(p, p))
+    return out

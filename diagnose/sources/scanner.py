@@ -1,0 +1,101 @@
+"""The scanner decides which lines matter; the per-format parsers decide what they mean.
+
+It works on large binary blocks: one multi-keyword regex pass over each block finds the
+candidate lines, so the vast majority of lines (access and request noise excepted) are
+never touched from Python. The performance work can replace `scan()`'s inner loop without
+touching any parser, as long as it yields the same (line number, text) pairs.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+# Every line a parser understands contains at least one of these. Keep them plain strings:
+# bench/ greps with the same list to compare speed.
+GREP_KEYWORDS = [
+    "throughput", "with config:", "non-default args", "args: Namespace", "version",
+    "KV cache", "KV Cache", "Maximum concurrency", "blocks:", "took", "takes",
+    "total_gpu_memory", "Cudagraph", "CUDA graph", "cudagraph", "eager",
+    "allreduce", "NCCL", "Ray", "preempted", "Error", "error", "out of memory",
+    "died", "timed out", "Traceback", "HTTP/1", "request", "startup complete",
+    "max model len", "max_num_batched_tokens", "detected platform",
+    "vllm serve", "vllm.entrypoints", "capacity of", "SpecDecoding", "Speculative metrics",
+    "Prefix cache hit rate", "Uvicorn running",
+]
+
+_KW = re.compile(b"|".join(re.escape(k.encode()) for k in GREP_KEYWORDS))
+
+
+@dataclass
+class ScanCounts:
+    lines: int = 0
+    unreadable: int = 0
+    binary_head: bool = False   # NUL bytes in the first block: likely not a text log
+
+
+def scan(blocks: Iterable[bytes], counts: ScanCounts, keywords: re.Pattern[bytes] = _KW
+         ) -> Iterator[tuple[int, str]]:
+    """Yield (1-based line number, decoded text) for candidate lines; count every line."""
+    carry = b""
+    base = 0  # lines before the current block
+    first = True
+    for chunk in blocks:
+        if first:
+            counts.binary_head = b"\x00" in chunk[:8192]
+            first = False
+        buf = carry + chunk if carry else chunk
+        cut = buf.rfind(b"\n")
+        if cut < 0:
+            carry = buf
+            continue
+        block, carry = buf[: cut + 1], buf[cut + 1:]
+        yield from _scan_block(block, base, counts, keywords)
+        n = block.count(b"\n")
+        base += n
+        counts.lines += n
+    if carry:
+        yield from _scan_block(carry + b"\n", base, counts, keywords)
+        counts.lines += 1
+
+
+def _scan_block(block: bytes, base: int, counts: ScanCounts, keywords) -> Iterator[tuple[int, str]]:
+    # Unreadable lines (invalid UTF-8, NUL bytes) are counted, never silently dropped.
+    bad = _bad_lines(block, base)
+    if bad:
+        counts.unreadable += len(bad)
+    pos = 0
+    done = base  # absolute number of lines that end before `pos`
+    search = keywords.search
+    while True:
+        m = search(block, pos)
+        if m is None:
+            return
+        start = block.rfind(b"\n", 0, m.start()) + 1
+        end = block.find(b"\n", m.end())   # the block always ends with a newline
+        ln = done + block.count(b"\n", pos, start) + 1
+        pos, done = end + 1, ln
+        if bad and ln in bad:
+            continue
+        yield ln, block[start:end].decode("utf-8", "replace")
+
+
+def _bad_lines(block: bytes, base: int) -> set[int] | None:
+    """Absolute line numbers that are not readable text; None when all are fine."""
+    nul = b"\x00" in block
+    if not nul:
+        try:
+            block.decode("utf-8")
+            return None
+        except UnicodeDecodeError:
+            pass
+    bad: set[int] = set()
+    for i, raw in enumerate(block.split(b"\n")[:-1], base + 1):
+        if b"\x00" in raw:
+            bad.add(i)
+            continue
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            bad.add(i)
+    return bad or None

@@ -1,0 +1,343 @@
+"""vLLM log lines (v0.4 … v0.33, V0 and V1) → evidence. Formats: ../shared/reference/vllm.md.
+
+Keys on message text, never on the `[file.py:NN]` part, which moves every release.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+
+from ..evidence.model import Evidence
+from ..redact import redact
+from . import kv
+from .common_lines import note_prompt
+from .lineprefix import Line
+
+ENGINE = "vllm"
+
+STATS = re.compile(
+    r"^(?:Engine (?P<eng>\d+): |(?P<agg>\d+) Engines Aggregated: )?"
+    r"Avg prompt throughput: (?P<ptps>[\d.]+) tokens/s, Avg generation throughput: (?P<gtps>[\d.]+) tokens/s, "
+    r"Running: (?P<run>\d+) reqs?, (?:Swapped: (?P<swap>\d+) reqs?, Pending: (?P<pend>\d+) reqs?|Waiting: (?P<wait>\d+) reqs?)"
+    r"(?P<rest>.*)$"
+)
+REST_ITEM = re.compile(r"(?P<k>[A-Za-z][\w ]*?): (?P<v>[\d.]+)\s*(?:%|reqs?)?")
+V0_PREFIX_HIT = re.compile(r"^Prefix cache hit rate: GPU: (?P<gpu>[\d.]+)%")
+CONFIG = re.compile(r"Initializing (?:a (?P<v>V[01]) |an )LLM engine \(v(?P<ver>[^)]+)\) with config: (?P<body>.*)$")
+NON_DEFAULT = re.compile(r"non-default args: (?P<d>\{.*)$")
+NAMESPACE = re.compile(r"^args: Namespace\((?P<body>.*)\)?$")
+VERSION = re.compile(r"vLLM (?:API )?server version (?P<ver>[\w.+\-]+)(?:, serving model (?P<model>\S+))?")
+CMDLINE = re.compile(r"(?:^|\s)(?:vllm serve|-m vllm\.entrypoints\.openai\.api_server|vllm\.entrypoints\.openai\.api_server)\b(?P<args>.*)$")
+MAX_LEN = re.compile(r"Using max model len (?P<n>\d+)")
+CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(?P<n>\d+)")
+BLOCKS = re.compile(r"(?:# )?(?:GPU|CUDA|cuda|rocm|cpu|xpu|tpu) blocks: (?P<n>\d+), # CPU blocks: (?P<c>\d+)")
+MAX_CONC = re.compile(r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: (?P<x>[\d.]+)x?")
+KV_SIZE = re.compile(r"GPU KV cache size: (?P<n>[\d,]+) tokens")
+KV_MEM = re.compile(r"Available KV cache memory: (?P<g>[\d.]+) GiB")
+KV_RESERVED = re.compile(r"model weights take (?P<w>[\d.]+)GiB;.*reserved for KV Cache is (?P<kv>[\d.]+)GiB")
+TOTAL_MEM = re.compile(r"total_gpu_memory \((?P<t>[\d.]+)GiB\) x gpu_memory_utilization \((?P<u>[\d.]+)\)")
+PROFILE_1L = re.compile(r"Memory profiling results: total_gpu_memory=(?P<t>[\d.]+)GiB.*kv_cache_size=(?P<kv>[\d.]+)GiB gpu_memory_utilization=(?P<u>[\d.]+)")
+WEIGHTS = re.compile(r"(?:Loading model weights took|Model loading took) (?P<g>[\d.]+) (?:GiB|GB)(?: memory)?(?: and (?P<s>[\d.]+) seconds)?")
+CAPTURE_ON = re.compile(r"Capturing (?:the model for CUDA graphs|cudagraphs for decoding)|Capturing CUDA graphs")
+CAPTURE_DONE = re.compile(r"Graph capturing finished in (?P<s>\d+) secs?(?:, took (?P<g>[\d.]+) GiB)?")
+EAGER = re.compile(r"Cudagraph is disabled under eager mode|Enforce eager set")
+COMPILE = re.compile(r"torch\.compile (?:takes|took) (?P<s>[\d.]+) s in total")
+INIT = re.compile(r"init engine \(profile, create kv cache, warmup model\) took (?P<s>[\d.]+) s")
+AR_PCIE = re.compile(r"Custom allreduce is disabled because it's not supported on more than two PCIe-only GPUs")
+AR_P2P = re.compile(r"Custom allreduce is disabled because your platform lacks GPU P2P capability")
+PREEMPT = re.compile(r"is preempted by PreemptionMode\.(?P<mode>\w+).*?total_num_cumulative_preemption=(?P<n>\d+)")
+KV_ERR = re.compile(r"larger than the maximum number of tokens that can be stored in KV cache|KV cache is needed, which is larger than the available KV cache memory|No available memory for the cache blocks")
+DEAD = re.compile(
+    r"AsyncEngineDeadError|EngineDeadError|Engine core proc \S+ died|EngineCore failed to start|"
+    r"EngineCore encountered (?:a fatal error|an issue)|Engine iteration timed out|Worker proc \S+ died|"
+    r"engine core exited unexpectedly|RPC call to execute_model timed out|Engine core initialization failed|"
+    r"Background loop has errored|died unexpectedly"
+)
+SPEC_V1 = re.compile(r"SpecDecoding metrics: .*?(?:Avg )?Draft acceptance rate: (?P<r>[\d.]+)%")
+SPEC_V0 = re.compile(r"Speculative metrics: Draft acceptance rate: (?P<r>[\d.]+)")
+PLATFORM = re.compile(r"Automatically detected platform (?P<p>\w+)")
+REQUEST = re.compile(r"^(?:Received|Added|Finished|Aborted) request")
+
+# Config-dump / CLI names → normalized fact names.
+FACT_KEYS = {
+    "model": "model", "max_seq_len": "max_model_len", "max_model_len": "max_model_len",
+    "tensor_parallel_size": "tensor_parallel_size", "pipeline_parallel_size": "pipeline_parallel_size",
+    "data_parallel_size": "data_parallel_size", "enforce_eager": "enforce_eager",
+    "max_num_seqs": "max_num_seqs", "max_num_batched_tokens": "max_num_batched_tokens",
+    "gpu_memory_utilization": "gpu_memory_utilization", "kv_cache_dtype": "kv_cache_dtype",
+    "enable_prefix_caching": "prefix_caching", "chunked_prefill_enabled": "chunked_prefill",
+    "enable_chunked_prefill": "chunked_prefill", "quantization": "quantization", "dtype": "dtype",
+    "block_size": "block_size", "distributed_executor_backend": "distributed_executor_backend",
+}
+# What vLLM uses when a flag is not given; only applied when a `non-default args` line proves
+# the flag was not given.
+DEFAULTS = {"gpu_memory_utilization": 0.9, "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
+            "data_parallel_size": 1, "enforce_eager": False, "kv_cache_dtype": "auto"}
+
+
+class VllmParser:
+    engine = ENGINE
+
+    def __init__(self) -> None:
+        self.seen_non_default = False
+        self.version: str | None = None
+
+    def feed(self, line: Line, ev: Evidence, when) -> bool:
+        msg = line.msg
+        src, n = line.source, line.lineno
+        c = msg[:1]
+        if "throughput:" in msg:
+            m = STATS.match(msg)
+            if m:
+                self._stats(m, line, ev, when)
+                return True
+        if c == "P" and msg.startswith("Prefix cache hit rate: GPU"):
+            m = V0_PREFIX_HIT.match(msg)
+            if m and ev.stats_rows:
+                ev.stats_rows[-1]["prefix_hit"] = float(m.group("gpu"))
+            return bool(m)
+        if REQUEST.match(msg):
+            ev.count("request_lines")
+            if msg.startswith("Received"):
+                note_prompt(msg, ev)
+                ev.add_event("request", src, n, redact(line.raw), when)
+            return True
+        m = CONFIG.search(msg)
+        if m:
+            self._config(m, line, ev)
+            return True
+        m = NON_DEFAULT.search(msg)
+        if m:
+            self._non_default(kv.parse_dict(m.group("d")), line, ev)
+            return True
+        m = NAMESPACE.match(msg)
+        if m:
+            self._non_default(kv.parse_pairs(m.group("body")), line, ev, namespace=True)
+            return True
+        m = VERSION.search(msg)
+        if m:
+            self._version(m.group("ver"), line, ev)
+            ev.set_fact("model", m.group("model"), src, n, line.raw, override=False)
+            return True
+        m = CMDLINE.search(msg)
+        if m and "--" in m.group("args"):
+            self._cmdline(m.group("args"), line, ev)
+            return True
+        for rx, fn in self._simple:
+            m = rx.search(msg)
+            if m:
+                fn(self, m, line, ev, when)
+                return True
+        return False
+
+    # -- handlers ------------------------------------------------------------------
+    def _stats(self, m, line: Line, ev: Evidence, when) -> None:
+        row = {
+            "time": when, "source": line.source, "line": line.lineno,
+            "engine_idx": int(m.group("eng")) if m.group("eng") else 0,
+            "prompt_tps": float(m.group("ptps")), "gen_tps": float(m.group("gtps")),
+            "running": float(m.group("run")),
+            "waiting": float(m.group("wait") if m.group("wait") is not None else m.group("pend")),
+            "swapped": float(m.group("swap")) if m.group("swap") is not None else None,
+        }
+        for it in REST_ITEM.finditer(m.group("rest")):
+            k, v = it.group("k").strip(), float(it.group("v"))
+            if k.endswith("KV cache usage") and not k.startswith("CPU"):
+                row["kv_usage"] = v
+            elif k == "Prefix cache hit rate":
+                row["prefix_hit"] = v
+            elif k == "Preemptions":
+                row["preemptions"] = v
+        if m.group("swap") is not None:
+            ev.set_fact("v1_engine", False, line.source, line.lineno, line.raw, override=False)
+        else:
+            ev.set_fact("v1_engine", True, line.source, line.lineno, line.raw, override=False)
+        ev.add_stats(row)
+        if row.get("preemptions"):
+            ev.add_event("preemption", line.source, line.lineno, line.raw, when, n=row["preemptions"])
+
+    def _version(self, ver: str, line: Line, ev: Evidence) -> None:
+        self.version = ver
+        ev.set_fact("engine_version", ver, line.source, line.lineno, line.raw)
+
+    def _config(self, m, line: Line, ev: Evidence) -> None:
+        src, n, raw = line.source, line.lineno, line.raw
+        self._version(m.group("ver"), line, ev)
+        if m.group("v"):
+            ev.set_fact("v1_engine", m.group("v") == "V1", src, n, raw)
+        elif "v1/engine" in raw or "core.py" in raw:
+            ev.set_fact("v1_engine", True, src, n, raw)
+        body = kv.parse_pairs(m.group("body"))
+        ev.add_event("config_dump", src, n, raw[:400] + ("…" if len(raw) > 400 else ""))
+        for k, v in body.items():
+            ev.settings.setdefault(k, v)
+        self._facts(body, line, ev, from_dump=True)
+        cc = body.get("compilation_config")
+        if isinstance(cc, dict):
+            sizes = cc.get("cudagraph_capture_sizes")
+            mx = cc.get("max_cudagraph_capture_size", cc.get("max_capture_size"))
+            if isinstance(sizes, list) and sizes:
+                mx = max(mx or 0, max(s for s in sizes if isinstance(s, (int, float))))
+            if mx:
+                ev.set_fact("cuda_graph_max_size", int(mx), src, n, raw)
+            mode = cc.get("cudagraph_mode")
+            if (isinstance(sizes, list) and not sizes) or mode == 0 or mode == "NONE":
+                ev.set_fact("cuda_graphs", False, src, n, raw)
+        spec = body.get("speculative_config")
+        if spec not in (None, "None"):
+            ev.set_fact("speculative", True, src, n, raw)
+
+    def _facts(self, d: dict, line: Line, ev: Evidence, from_dump: bool = False) -> None:
+        src, n, raw = line.source, line.lineno, line.raw
+        for k, v in d.items():
+            name = FACT_KEYS.get(k)
+            if name is None or v is None or v == "None":
+                continue
+            if name == "model" and isinstance(v, str):
+                v = v.rstrip("/")
+            if name == "quantization" and v in ("None",):
+                continue
+            ev.set_fact(name, v, src, n, raw)
+        if "enforce_eager" in d and d["enforce_eager"] is not None:
+            ev.set_fact("cuda_graphs", not bool(d["enforce_eager"]), src, n, raw)
+        if from_dump and "enable_prefix_caching" in d and d["enable_prefix_caching"] is None:
+            # V0 printed None for "not set": prefix caching is off by default there.
+            ev.set_fact("prefix_caching", False, src, n, raw, override=False)
+
+    def _non_default(self, d: dict, line: Line, ev: Evidence, namespace: bool = False) -> None:
+        self.seen_non_default = not namespace
+        ev.settings.setdefault("launch_args", {}).update(
+            {k: v for k, v in d.items() if k not in ("api_key",)})
+        self._facts(d, line, ev)
+        if namespace:
+            return
+        for k, v in DEFAULTS.items():
+            if k not in d:
+                ev.set_fact(FACT_KEYS[k], v, line.source, line.lineno, "(vLLM default: not in non-default args)", override=False)
+        if "enforce_eager" not in d:
+            ev.set_fact("cuda_graphs", True, line.source, line.lineno, "(vLLM default: enforce_eager not set)", override=False)
+
+    def _cmdline(self, args: str, line: Line, ev: Evidence) -> None:
+        try:
+            toks = shlex.split(args)
+        except ValueError:
+            toks = args.split()
+        d, i = {}, 0
+        while i < len(toks):
+            t = toks[i]
+            if t.startswith("--"):
+                key, eq, val = t[2:].partition("=")
+                key = key.replace("-", "_")
+                if eq:
+                    d[key] = kv.value(val)
+                elif i + 1 < len(toks) and not toks[i + 1].startswith("--"):
+                    d[key] = kv.value(toks[i + 1])
+                    i += 1
+                else:
+                    d[key] = True
+            elif "model" not in d and not t.startswith("-") and "/" in t:
+                d["model"] = t
+            i += 1
+        ev.settings.setdefault("launch_args", {}).update(d)
+        self._facts(d, line, ev)
+
+    # simple one-regex lines ----------------------------------------------------------
+    def _max_len(self, m, line, ev, when):
+        ev.set_fact("max_model_len", int(m.group("n")), line.source, line.lineno, line.raw)
+
+    def _chunked(self, m, line, ev, when):
+        ev.set_fact("max_num_batched_tokens", int(m.group("n")), line.source, line.lineno, line.raw)
+        ev.set_fact("chunked_prefill", True, line.source, line.lineno, line.raw)
+
+    def _blocks(self, m, line, ev, when):
+        ev.set_fact("num_gpu_blocks", int(m.group("n")), line.source, line.lineno, line.raw)
+
+    def _max_conc(self, m, line, ev, when):
+        ev.set_fact("max_concurrency", float(m.group("x")), line.source, line.lineno, line.raw)
+        ev.set_fact("max_model_len", int(m.group("len").replace(",", "")), line.source, line.lineno, line.raw, override=False)
+
+    def _kv_size(self, m, line, ev, when):
+        ev.set_fact("kv_cache_tokens", int(m.group("n").replace(",", "")), line.source, line.lineno, line.raw)
+
+    def _kv_mem(self, m, line, ev, when):
+        ev.set_fact("kv_cache_memory_gib", float(m.group("g")), line.source, line.lineno, line.raw)
+
+    def _kv_reserved(self, m, line, ev, when):
+        ev.set_fact("weights_gib_per_gpu", float(m.group("w")), line.source, line.lineno, line.raw)
+        ev.set_fact("kv_cache_memory_gib", float(m.group("kv")), line.source, line.lineno, line.raw)
+
+    def _total_mem(self, m, line, ev, when):
+        ev.set_fact("gpu_memory_gib", float(m.group("t")), line.source, line.lineno, line.raw)
+        ev.set_fact("gpu_memory_utilization", float(m.group("u")), line.source, line.lineno, line.raw)
+
+    def _profile(self, m, line, ev, when):
+        self._total_mem(m, line, ev, when)
+        ev.set_fact("kv_cache_memory_gib", float(m.group("kv")), line.source, line.lineno, line.raw)
+
+    def _weights(self, m, line, ev, when):
+        ev.set_fact("weights_gib_per_gpu", float(m.group("g")), line.source, line.lineno, line.raw)
+        if m.group("s"):
+            ev.set_fact("load_seconds", float(m.group("s")), line.source, line.lineno, line.raw)
+        ev.add_event("startup_load", line.source, line.lineno, line.raw, when)
+
+    def _capture_on(self, m, line, ev, when):
+        ev.set_fact("cuda_graphs", True, line.source, line.lineno, line.raw)
+        ev.add_event("cuda_graph_capture", line.source, line.lineno, line.raw, when)
+
+    def _capture_done(self, m, line, ev, when):
+        ev.set_fact("cuda_graphs", True, line.source, line.lineno, line.raw)
+        ev.set_fact("capture_seconds", float(m.group("s")), line.source, line.lineno, line.raw)
+        ev.add_event("cuda_graph_capture", line.source, line.lineno, line.raw, when)
+
+    def _eager(self, m, line, ev, when):
+        ev.set_fact("cuda_graphs", False, line.source, line.lineno, line.raw)
+        ev.set_fact("enforce_eager", True, line.source, line.lineno, line.raw)
+        ev.add_event("eager_mode", line.source, line.lineno, line.raw, when)
+
+    def _compile(self, m, line, ev, when):
+        ev.set_fact("compile_seconds", float(m.group("s")), line.source, line.lineno, line.raw)
+        ev.add_event("startup_compile", line.source, line.lineno, line.raw, when)
+
+    def _init(self, m, line, ev, when):
+        ev.set_fact("startup_seconds", float(m.group("s")), line.source, line.lineno, line.raw)
+        ev.add_event("startup_init", line.source, line.lineno, line.raw, when)
+
+    def _ar_pcie(self, m, line, ev, when):
+        ev.add_event("allreduce_pcie", line.source, line.lineno, line.raw, when)
+
+    def _ar_p2p(self, m, line, ev, when):
+        ev.add_event("allreduce_no_p2p", line.source, line.lineno, line.raw, when)
+
+    def _preempt(self, m, line, ev, when):
+        ev.add_event("preemption", line.source, line.lineno, redact(line.raw), when, total=int(m.group("n")))
+        ev.counters["preemptions_total"] = max(ev.counters.get("preemptions_total", 0), int(m.group("n")))
+
+    def _kv_err(self, m, line, ev, when):
+        ev.add_event("kv_capacity_error", line.source, line.lineno, line.raw, when)
+
+    def _dead(self, m, line, ev, when):
+        ev.add_event("engine_dead", line.source, line.lineno, line.raw, when)
+
+    def _spec(self, m, line, ev, when):
+        r = float(m.group("r"))
+        if m.re is SPEC_V0:
+            r *= 100.0
+        ev.set_fact("speculative", True, line.source, line.lineno, line.raw)
+        ev.add_event("spec_decode", line.source, line.lineno, line.raw, when, acceptance=r)
+
+    def _platform(self, m, line, ev, when):
+        ev.set_fact("platform", m.group("p"), line.source, line.lineno, line.raw)
+
+    _simple = [
+        (MAX_LEN, _max_len), (CHUNKED, _chunked), (BLOCKS, _blocks), (MAX_CONC, _max_conc),
+        (KV_SIZE, _kv_size), (KV_MEM, _kv_mem), (KV_RESERVED, _kv_reserved), (TOTAL_MEM, _total_mem),
+        (PROFILE_1L, _profile), (WEIGHTS, _weights), (CAPTURE_DONE, _capture_done),
+        (CAPTURE_ON, _capture_on), (EAGER, _eager), (COMPILE, _compile), (INIT, _init),
+        (AR_PCIE, _ar_pcie), (AR_P2P, _ar_p2p), (PREEMPT, _preempt), (KV_ERR, _kv_err),
+        (DEAD, _dead), (SPEC_V1, _spec), (SPEC_V0, _spec), (PLATFORM, _platform),
+    ]
+
+
+def looks_like(line: Line) -> bool:
+    """Does this line prove the log is vLLM's? (Engine detection; SGLang/TRT-LLM add theirs.)"""
+    return line.stamp is not None and line.level is not None
