@@ -48,6 +48,26 @@ def render(rule: Rule, text: str, values: dict) -> str:
     return TEMPLATE.sub(sub, text or "").replace("{{", "{").replace("}}", "}")
 
 
+def _flag_values(rule: Rule, spec: dict, vals: dict) -> dict:
+    """Flag → value. `true` means a bare flag; a value that evaluates to None or unknown
+    drops the flag (a conditional recommendation)."""
+    out = {}
+    for flag, v in spec.items():
+        if v is True:
+            out[flag] = True
+            continue
+        text = str(v)
+        m = TEMPLATE.fullmatch(text)
+        if m:
+            x = evaluate(rule.templates[m.group(1)], vals)
+            if x is None or is_unknown(x):
+                continue
+            out[flag] = True if x is True else fmt(x)
+        else:
+            out[flag] = render(rule, text, vals)
+    return out
+
+
 def fmt(v) -> str:
     if is_unknown(v):
         return "?"
@@ -77,8 +97,7 @@ def _finding(rule: Rule, ev: Evidence, sig: Signals, engine: str) -> Finding:
             conf = c
             break
     fx = rule.fixes.get(engine) or rule.fixes.get("any") or {"remove": [], "set": {}, "note": ""}
-    fix = Fix(engine=engine, remove=list(fx["remove"]),
-              set={k: render(rule, str(v), vals) for k, v in fx["set"].items()},
+    fix = Fix(engine=engine, remove=list(fx["remove"]), set=_flag_values(rule, fx["set"], vals),
               note=render(rule, fx["note"], vals))
     score = 0.0
     if rule.impact_score is not None:

@@ -49,5 +49,5 @@ def evidence_line(e: dict) -> str:
 
 def fix_lines(fix: dict) -> list[str]:
     out = [f"remove {f}" for f in fix["flags"]["remove"]]
-    out += [f"{k} {v}" for k, v in fix["flags"]["set"].items()]
+    out += [k if v is True else f"{k} {v}" for k, v in fix["flags"]["set"].items()]
     return out

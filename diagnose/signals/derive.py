@@ -60,8 +60,11 @@ def _model_size(ev: Evidence, v: dict) -> None:
     if w is not None:
         v["weights_gib_replica"] = round(w * tp * pp, 2)
     elif params is not None:
-        bpp = BYTES_PER_PARAM.get(str(v.get("quantization") or "").lower(),
-                                  4.0 if v.get("dtype") == "float32" else 2.0)
+        q = str(v.get("quantization") or "").lower()
+        if not q:   # quantized checkpoints often say so only in their name
+            low = name.lower()
+            q = "awq" if re.search(r"awq|gptq|4bit|int4|w4a16|nf4", low) else "fp8" if re.search(r"fp8|int8|w8a8", low) else ""
+        bpp = BYTES_PER_PARAM.get(q, 4.0 if v.get("dtype") == "float32" else 2.0)
         v["weights_gib_replica"] = round(params * bpp * GIB_PER_GB, 2)
     if params is None and w is not None:
         params = round(w * tp * pp / GIB_PER_GB / 2.0, 1)   # assumes 16-bit weights
@@ -140,9 +143,15 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     busy_idx = [i for i, b in enumerate(df["busy"].to_list()) if b]
     v["idle_samples"] = df.height - len(busy_idx)
     v["busy_samples"] = len(busy_idx)
-    v["preemptions_total"] = (v["preemptions_total"] or 0) + int(df["preemptions"].fill_null(0).sum()) or v["preemptions_total"]
-    if v["preemptions_total"] is None:
-        v["preemptions_total"] = 0 if df["preemptions"].null_count() < df.height or v.get("v1_engine") is False else None
+    # A missing count is unknown, not zero: V0 logs every 50th preemption as a warning, V1 from
+    # v0.11.2 adds `Preemptions: N` to the stats line when N > 0; older V1 logs say nothing.
+    logged = int(df["preemptions"].fill_null(0).sum())
+    says_preemptions = (v.get("v1_engine") is False or logged > 0
+                        or _version_at_least(v.get("engine_version"), (0, 11, 2)))
+    if logged or v["preemptions_total"]:
+        v["preemptions_total"] = (v["preemptions_total"] or 0) + logged
+    elif says_preemptions:
+        v["preemptions_total"] = 0
     for col in ("running", "waiting", "kv_usage", "gen_tps"):
         s.timeline[col] = df[col].fill_null(0).to_list()
     if not busy_idx:
@@ -224,6 +233,13 @@ def _runtime(ev: Evidence, s: Signals) -> None:
         "waiting_trend": prov("waiting requests trend", f"slope {v.get('waiting_slope_per_min')}/min, r² {v.get('waiting_trend_r2')}"),
         "preemptions": prov("preemptions", str(v.get("preemptions_total"))),
     })
+
+
+def _version_at_least(ver, want: tuple) -> bool:
+    if not ver:
+        return False
+    nums = [int(x) for x in re.findall(r"\d+", str(ver))[:3]]
+    return tuple(nums + [0] * (3 - len(nums))) >= want
 
 
 def _fmt_mm(v, col):

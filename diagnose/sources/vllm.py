@@ -51,8 +51,11 @@ DEAD = re.compile(
     r"AsyncEngineDeadError|EngineDeadError|Engine core proc \S+ died|EngineCore failed to start|"
     r"EngineCore encountered (?:a fatal error|an issue)|Engine iteration timed out|Worker proc \S+ died|"
     r"engine core exited unexpectedly|RPC call to execute_model timed out|Engine core initialization failed|"
-    r"Background loop has errored|died unexpectedly"
+    r"Background loop has errored|died unexpectedly|Writing input of failed execution"
 )
+# A launch flag alone on a line: multi-line shell commands (`\` continuations), docker-compose
+# `command: >` blocks.
+ARG_LINE = re.compile(r"^\s*(?P<flag>--[a-z][\w-]*)(?:[= ]+(?P<val>\"[^\"]*\"|'[^']*'|[^\s\\]+))?\s*\\?\s*$")
 SPEC_V1 = re.compile(r"SpecDecoding metrics: .*?(?:Avg )?Draft acceptance rate: (?P<r>[\d.]+)%")
 SPEC_V0 = re.compile(r"Speculative metrics: Draft acceptance rate: (?P<r>[\d.]+)")
 PLATFORM = re.compile(r"Automatically detected platform (?P<p>\w+)")
@@ -123,6 +126,11 @@ class VllmParser:
         if m and "--" in m.group("args"):
             self._cmdline(m.group("args"), line, ev)
             return True
+        if msg.lstrip().startswith("--"):
+            m = ARG_LINE.match(msg)
+            if m:
+                self._cmdline(m.group(0).strip().rstrip("\\"), line, ev)
+                return True
         for rx, fn in self._simple:
             m = rx.search(msg)
             if m:
