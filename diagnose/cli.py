@@ -85,7 +85,7 @@ def analyze(
     elif text is None or output:
         from rich.console import Console
         from .reports.terminal import render as term
-        term(data, Console(highlight=False), timeline, verbose)
+        term(data, Console(highlight=False, emoji=False), timeline, verbose)
     if fail_on is not FailOn.none:
         limit = SEVERITIES.index(fail_on.value)
         if any(SEVERITIES.index(f["severity"]) <= limit for f in data["findings"]):
@@ -95,7 +95,7 @@ def analyze(
 def _terminal_text(data, timeline, verbose) -> str:
     from rich.console import Console
     from .reports.terminal import render as term
-    c = Console(record=True, width=120, file=open(os.devnull, "w"), color_system=None)
+    c = Console(record=True, width=120, file=open(os.devnull, "w"), color_system=None, emoji=False)
     term(data, c, timeline, verbose)
     return c.export_text()
 

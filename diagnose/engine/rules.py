@@ -74,7 +74,7 @@ def load_rules(extra_dirs: list[str] | None = None) -> list[Rule]:
 
 
 def _line_of(text: str, key: str) -> int:
-    m = re.search(rf"(?m)^\s*\"?{re.escape(key)}\"?\s*=", text)
+    m = re.search(rf"(?m)^[ \t]*\"?{re.escape(key)}\"?[ \t]*=", text)
     return text.count("\n", 0, m.start()) + 1 if m else 1
 
 

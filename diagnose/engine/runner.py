@@ -119,7 +119,7 @@ def _evidence(rule: Rule, ev: Evidence, sig: Signals) -> list:
                 out.append({"source": e.source, "line": e.line, "text": e.text})
             more = ev.event_counts.get(name, 0) - MAX_EVENT_LINES
             if more > 0:
-                out.append({"metric": f"{name} lines", "window": "whole input", "value": f"{more} more like these"})
+                out.append({"metric": "similar lines", "window": "whole input", "value": more, "more": True})
         elif kind == "fact":
             f = ev.facts.get(name)
             if f is None:

@@ -17,6 +17,8 @@ def decide(values: dict, findings: list) -> dict:
 
     def out(b, signals, basis="engine stats"):
         also = []
+        if b == "communication-bound":   # the layout is the explanation, not a second problem
+            config_bad[:] = [i for i in config_bad if i not in ("cross-node-tensor-parallel", "nccl-socket-fallback")]
         if b != "misconfigured" and config_bad:
             also.append("misconfigured")
         return {"bottleneck": b, "signals": signals[:3], "basis": basis, "also": also,

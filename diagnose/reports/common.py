@@ -42,6 +42,8 @@ def summary_rows(deployment: dict) -> list[tuple[str, str]]:
 
 
 def evidence_line(e: dict) -> str:
+    if e.get("more"):
+        return f"… and {e['value']} more line(s) like these"
     if "source" in e:
         return f"{e['source']}:{e['line']}: {e['text']}"
     return f"{e['metric']} = {e['value']} ({e['window']})"

@@ -81,9 +81,9 @@ def _parallelism(ev: Evidence, v: dict) -> None:
     pp = v.get("pipeline_parallel_size") or 1
     nodes = v.get("nodes")
     v["world_size"] = int(tp) * int(pp) if tp is not None else None
-    net_between_ranks = ev.has_event("nccl_net_ib") or ev.has_event("nccl_socket")
+    net_between_ranks = ev.has_event("nccl_net_ib") or ev.has_event("nccl_socket") or ev.has_event("tp_across_nodes")
     if tp is not None and int(tp) > 1:
-        per_node = (v["world_size"] / nodes) if nodes else None
+        per_node = ev.fact("gpus_per_node") or ((v["world_size"] / nodes) if nodes else None)
         v["tp_spans_nodes"] = bool((per_node is not None and int(tp) > per_node)
                                    or (int(pp) == 1 and (nodes or 0) > 1)
                                    or (int(pp) == 1 and net_between_ranks))
@@ -118,6 +118,11 @@ def _events(ev: Evidence, v: dict) -> None:
     v["repeated_prefix_share"] = round(1 - len(ev.prompt_prefixes) / n, 3) if n >= 20 else None
     acc = [e.data.get("acceptance") for e in ev.events.get("spec_decode", []) if e.data.get("acceptance") is not None]
     v["spec_acceptance_mean"] = round(sum(acc) / len(acc), 1) if acc else None
+    labels = [("load_seconds", "weights load"), ("compile_seconds", "torch.compile"),
+              ("capture_seconds", "CUDA graph capture"), ("startup_seconds", "engine init (profile, KV cache, warm-up)")]
+    parts = [f"{label} {v[k]:.3g} s" for k, label in labels if v.get(k) is not None]
+    if parts:
+        v["startup_breakdown"] = ", ".join(parts)
     v["warmup_logged"] = any(ev.has_event(k) for k in ("startup_init", "startup_compile", "startup_load", "cuda_graph_capture"))
 
 

@@ -17,7 +17,7 @@ COLLECTOR = re.compile(
 )
 # `(APIServer pid=1) `, `(RayWorkerWrapper pid=1463574, ip=192.168.10.60) `; a paste may lose
 # the opening parenthesis of the first one.
-PROC = re.compile(r"^\(?(?P<name>[^()]*?) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.:a-f]+))?\) ")
+PROC = re.compile(r"^\(?(?:(?P<name>[^()]*?) )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.:a-f]+))?\) ")
 REPEATED = re.compile(r" \[repeated (\d+)x across cluster\]\s*$")
 VLLM_HEADER = re.compile(
     r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<mon>\d\d)-(?P<day>\d\d) "
@@ -56,7 +56,7 @@ def peel(source: str, lineno: int, text: str) -> Line:
         m = PROC.match(text)
         if not m:
             break
-        proc = proc or m.group("name").strip()
+        proc = proc or (m.group("name") or "").strip() or None
         ip = ip or m.group("ip")
         text = text[m.end():]
     repeat = 1

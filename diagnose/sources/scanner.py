@@ -21,7 +21,7 @@ GREP_KEYWORDS = [
     "died", "timed out", "Traceback", "HTTP/1", "request", "startup complete",
     "max model len", "max_num_batched_tokens", "detected platform",
     "vllm serve", "vllm.entrypoints", "capacity of", "SpecDecoding", "Speculative metrics",
-    "Prefix cache hit rate", "Uvicorn running", "--",
+    "Prefix cache hit rate", "Uvicorn running", "--", "reserved number of GPUs",
 ]
 
 _KW = re.compile(b"|".join(re.escape(k.encode()) for k in GREP_KEYWORDS))

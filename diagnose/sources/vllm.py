@@ -44,6 +44,8 @@ EAGER = re.compile(r"Cudagraph is disabled under eager mode|Enforce eager set")
 COMPILE = re.compile(r"torch\.compile (?:takes|took) (?P<s>[\d.]+) s in total")
 INIT = re.compile(r"init engine \(profile, create kv cache, warmup model\) took (?P<s>[\d.]+) s")
 AR_PCIE = re.compile(r"Custom allreduce is disabled because it's not supported on more than two PCIe-only GPUs")
+AR_NODES = re.compile(r"Custom allreduce is disabled because this process group spans across nodes")
+RAY_SPREAD = re.compile(r"tensor_parallel_size=(?P<tp>\d+) is bigger than a reserved number of GPUs \((?P<g>\d+) GPUs?\) in a node")
 AR_P2P = re.compile(r"Custom allreduce is disabled because your platform lacks GPU P2P capability")
 PREEMPT = re.compile(r"is preempted by PreemptionMode\.(?P<mode>\w+).*?total_num_cumulative_preemption=(?P<n>\d+)")
 KV_ERR = re.compile(r"larger than the maximum number of tokens that can be stored in KV cache|KV cache is needed, which is larger than the available KV cache memory|No available memory for the cache blocks")
@@ -203,11 +205,9 @@ class VllmParser:
                 continue
             if name == "model" and isinstance(v, str):
                 v = v.rstrip("/")
-            if name == "quantization" and v in ("None",):
-                continue
-            ev.set_fact(name, v, src, n, raw)
+            ev.set_fact(name, v, src, n, excerpt(raw, k))
         if "enforce_eager" in d and d["enforce_eager"] is not None:
-            ev.set_fact("cuda_graphs", not bool(d["enforce_eager"]), src, n, raw)
+            ev.set_fact("cuda_graphs", not bool(d["enforce_eager"]), src, n, excerpt(raw, "enforce_eager"))
         if from_dump and "enable_prefix_caching" in d and d["enable_prefix_caching"] is None:
             # V0 printed None for "not set": prefix caching is off by default there.
             ev.set_fact("prefix_caching", False, src, n, raw, override=False)
@@ -313,6 +313,13 @@ class VllmParser:
     def _ar_pcie(self, m, line, ev, when):
         ev.add_event("allreduce_pcie", line.source, line.lineno, line.raw, when)
 
+    def _ar_nodes(self, m, line, ev, when):
+        ev.add_event("tp_across_nodes", line.source, line.lineno, line.raw, when)
+
+    def _ray_spread(self, m, line, ev, when):
+        ev.add_event("tp_across_nodes", line.source, line.lineno, line.raw, when)
+        ev.set_fact("gpus_per_node", int(m.group("g")), line.source, line.lineno, line.raw)
+
     def _ar_p2p(self, m, line, ev, when):
         ev.add_event("allreduce_no_p2p", line.source, line.lineno, line.raw, when)
 
@@ -341,9 +348,21 @@ class VllmParser:
         (KV_SIZE, _kv_size), (KV_MEM, _kv_mem), (KV_RESERVED, _kv_reserved), (TOTAL_MEM, _total_mem),
         (PROFILE_1L, _profile), (WEIGHTS, _weights), (CAPTURE_DONE, _capture_done),
         (CAPTURE_ON, _capture_on), (EAGER, _eager), (COMPILE, _compile), (INIT, _init),
-        (AR_PCIE, _ar_pcie), (AR_P2P, _ar_p2p), (PREEMPT, _preempt), (KV_ERR, _kv_err),
+        (AR_PCIE, _ar_pcie), (AR_P2P, _ar_p2p), (AR_NODES, _ar_nodes), (RAY_SPREAD, _ray_spread), (PREEMPT, _preempt), (KV_ERR, _kv_err),
         (DEAD, _dead), (SPEC_V1, _spec), (SPEC_V0, _spec), (PLATFORM, _platform),
     ]
+
+
+def excerpt(raw: str, key: str, width: int = 160) -> str:
+    """A long config line cut down to the part around `key`, so evidence shows what matters."""
+    if len(raw) <= width:
+        return raw
+    i = raw.find(key)
+    if i < 0:
+        return raw[:width] + " …"
+    head = raw[: raw.find("]") + 1] if "] " in raw[:120] else ""
+    start = max(len(head), i - 30)
+    return f"{head} … {raw[start:start + width - len(head)]} …"
 
 
 def looks_like(line: Line) -> bool:

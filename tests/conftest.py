@@ -1,0 +1,37 @@
+"""Shared helpers: run diagnose the way a user does (a subprocess), or in-process for speed."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+FIXTURES = ROOT / "fixtures"
+
+
+def run_cli(*args, input: bytes | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1", COLUMNS="120")
+    return subprocess.run([sys.executable, "-m", "diagnose", *map(str, args)], input=input,
+                          capture_output=True, cwd=cwd or ROOT, env=env, timeout=120)
+
+
+def run_json(*args) -> dict:
+    p = run_cli("--format", "json", *args)
+    assert p.returncode in (0, 1), p.stderr.decode()
+    return json.loads(p.stdout)
+
+
+@pytest.fixture(scope="session")
+def rules():
+    from diagnose.engine.rules import load_rules
+    return load_rules()
+
+
+def analyze(*paths, **kw):
+    from diagnose.pipeline import analyze as run
+    return run([str(p) for p in paths], **kw).to_json()

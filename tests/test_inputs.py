@@ -1,0 +1,89 @@
+"""Bad input: one clear line naming it, exit 2 — never a traceback; partly readable files are
+diagnosed with a count of what could not be read; nothing the user gave is modified."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import shutil
+
+from conftest import FIXTURES, run_cli
+
+SEED = FIXTURES / "seed003" / "realtime.log"
+
+
+def one_line_error(p, name):
+    err = p.stderr.decode()
+    assert p.returncode == 2, err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert name in err
+    return err
+
+
+def test_empty_file(tmp_path):
+    f = tmp_path / "empty.log"
+    f.write_bytes(b"")
+    assert "empty" in one_line_error(run_cli(f), "empty.log")
+
+
+def test_binary_file(tmp_path):
+    f = tmp_path / "core.bin"
+    f.write_bytes(bytes(range(256)) * 200)
+    assert "binary" in one_line_error(run_cli(f), "core.bin")
+
+
+def test_directory(tmp_path):
+    assert "directory" in one_line_error(run_cli(tmp_path), str(tmp_path))
+
+
+def test_missing_path(tmp_path):
+    assert "no such file" in one_line_error(run_cli(tmp_path / "nope.log"), "nope.log")
+
+
+def test_non_utf8_file(tmp_path):
+    f = tmp_path / "latin1.log"
+    f.write_bytes("Journal d'exécution: démarrage du serveur, paramètres réglés\n".encode("latin-1") * 50)
+    assert "UTF-8" in one_line_error(run_cli(f), "latin1.log")
+
+
+def test_partly_readable_file_is_diagnosed_with_a_count(tmp_path):
+    f = tmp_path / "damaged.log"
+    data = SEED.read_bytes().splitlines(keepends=True)
+    data[5] = b"\xff\xfe garbage \x00\x01\n"
+    data[9] = b"\xc3\x28 broken utf8\n"
+    f.write_bytes(b"".join(data))
+    p = run_cli("--format", "json", f)
+    assert p.returncode == 0, p.stderr.decode()
+    d = json.loads(p.stdout)
+    assert d["inputs"][0]["unreadable_lines"] == 2
+    assert d["inputs"][0]["errors"]
+    assert "tp-for-small-model" in {x["id"] for x in d["findings"]}
+
+
+def test_gzip_stdin_and_glob_give_the_same_findings(tmp_path):
+    ids = lambda p: [f["id"] for f in json.loads(p.stdout)["findings"]]
+    plain = run_cli("--format", "json", SEED)
+    gz = tmp_path / "realtime.log.gz"
+    gz.write_bytes(gzip.compress(SEED.read_bytes()))
+    assert ids(run_cli("--format", "json", gz)) == ids(plain)
+    assert ids(run_cli("--format", "json", "-", input=SEED.read_bytes())) == ids(plain)
+    shutil.copy(SEED, tmp_path / "a.log")
+    assert ids(run_cli("--format", "json", str(tmp_path / "*.log"))) == ids(plain)
+
+
+def test_glob_matching_nothing(tmp_path):
+    one_line_error(run_cli(str(tmp_path / "*.log")), "matches no file")
+
+
+def test_input_is_not_modified(tmp_path):
+    f = tmp_path / "x.log"
+    shutil.copy(SEED, f)
+    before = hashlib.sha256(f.read_bytes()).hexdigest()
+    run_cli(f)
+    run_cli("--format", "markdown", "--output", tmp_path / "out.md", f)
+    assert hashlib.sha256(f.read_bytes()).hexdigest() == before
+
+
+def test_unknown_ignore_id_is_a_usage_error():
+    one_line_error(run_cli("--ignore", "no-such-rule", SEED), "no-such-rule")

@@ -1,0 +1,51 @@
+"""Rule files are the public API (ids) and the documentation (docs generated from them)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import SHARED, run_cli
+from diagnose.engine.rules import DOC_SECTIONS, load_rules
+
+ISSUE2_IDS = {
+    "cuda-graphs-disabled", "tp-over-pcie", "tp-for-small-model", "over-parallelized-replicas",
+    "cross-node-tensor-parallel", "nccl-socket-fallback", "kv-capacity-low", "batched-tokens-small",
+    "gpu-memory-headroom", "prefix-caching-off", "kv-cache-pressure", "concurrency-cap",
+    "client-bound", "queue-buildup", "prefill-bound", "cuda-oom", "engine-crash",
+    "warmup-in-window", "access-log-noise",
+}
+
+
+def test_core_rules_exist_with_their_public_ids():
+    ids = {r.id for r in load_rules()}
+    assert ISSUE2_IDS <= ids
+
+
+@pytest.mark.skipif(not (SHARED / "rule-catalogue.md").exists(), reason="../shared not present")
+def test_every_rule_id_is_in_the_catalogue():
+    catalogue = (SHARED / "rule-catalogue.md").read_text()
+    listed = set(re.findall(r"`([a-z][a-z0-9-]+)`", catalogue))
+    for r in load_rules():
+        assert r.id in listed, f"{r.id} is not a catalogue id"
+
+
+def test_every_rule_carries_its_docs_and_lives_in_a_domain_folder():
+    for r in load_rules():
+        missing = [s for s in DOC_SECTIONS if not r.docs.get(s)]
+        assert not missing, f"{r.id}: docs sections missing: {missing}"
+        assert r.path.name == f"{r.id}.toml"
+        assert r.domain in {"config", "runtime", "failures", "hygiene"}
+        assert r.fixes, f"{r.id}: no fix"
+
+
+def test_rules_command_lists_and_documents_every_rule():
+    out = run_cli("rules").stdout.decode()
+    for rid in ISSUE2_IDS:
+        assert rid in out
+    doc = run_cli("rules", "tp-for-small-model").stdout.decode()
+    for heading in ("## What it detects", "## Why it hurts", "## Evidence", "## Fix", "## Fix risk",
+                    "## Known false positives", "## References"):
+        assert heading in doc
+    bad = run_cli("rules", "no-such-rule")
+    assert bad.returncode == 2 and b"unknown rule id" in bad.stderr

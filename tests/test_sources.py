@@ -1,0 +1,70 @@
+"""Sources: the scanner's line numbers, prefix peeling across versions, year-less timestamps."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from diagnose.evidence.model import Evidence
+from diagnose.sources import load
+from diagnose.sources.lineprefix import Clock, peel
+from diagnose.sources.reader import Input
+from diagnose.sources.scanner import ScanCounts, scan
+
+
+def test_scanner_line_numbers_match_a_plain_enumeration(tmp_path):
+    lines = []
+    for i in range(3000):
+        lines.append(f"noise line {i}" if i % 7 else f"INFO 01-01 00:00:00 [x.py:1] Avg prompt throughput: {i}")
+    data = ("\n".join(lines)).encode()
+    # tiny blocks force lines to straddle block boundaries
+    blocks = [data[i:i + 97] for i in range(0, len(data), 97)]
+    counts = ScanCounts()
+    got = list(scan(blocks, counts))
+    want = [(i + 1, l) for i, l in enumerate(lines) if "throughput" in l]
+    assert got == want
+    assert counts.lines == 3000
+
+
+def test_peel_handles_prefix_shapes_across_versions():
+    l = peel("f", 1, "\x1b[1;36m(VllmWorkerProcess pid=13105)\x1b[0;0m INFO 08-19 07:51:03 model_runner.py:732] Loading model weights took 2.3463 GB\r")
+    assert (l.proc, l.level, l.stamp, l.msg) == ("VllmWorkerProcess", "INFO", (8, 19, "07:51:03"), "Loading model weights took 2.3463 GB")
+    l = peel("f", 1, "2026-05-12T08:01:39.331095044Z (EngineCore pid=120) (RayWorkerProc pid=8272, ip=10.0.0.2) INFO 06-01 09:22:30 [kv_cache_utils.py:1733] GPU KV cache size: 620,944 tokens [repeated 3x across cluster]")
+    assert l.ip == "10.0.0.2" and l.repeat == 3 and l.msg == "GPU KV cache size: 620,944 tokens" and l.iso.startswith("2026")
+    l = peel("f", 1, "RayWorkerWrapper pid=1861983) INFO 03-27 10:29:03 [model_runner.py:1442] Capturing cudagraphs for decoding.")
+    assert l.msg.startswith("Capturing cudagraphs")
+
+
+def test_timestamps_without_a_year_order_across_new_year():
+    c = Clock(2025)
+    a = c.at(peel("f", 1, "INFO 12-31 23:59:50 [x.py:1] a"))
+    b = c.at(peel("f", 2, "INFO 01-01 00:00:00 [x.py:1] b"))
+    assert a == datetime(2025, 12, 31, 23, 59, 50) and b == datetime(2026, 1, 1, 0, 0, 0) and b > a
+
+
+def test_unrecognised_lines_are_counted(tmp_path):
+    f = tmp_path / "x.log"
+    f.write_text("hello\nworld\nINFO 01-01 00:00:00 [x.py:1] Using max model len 4096\n")
+    ev = load([Input(str(f), str(f))])
+    info = ev.inputs[0]
+    assert (info.lines, info.recognised_lines, info.unrecognised_lines) == (3, 1, 2)
+    assert ev.fact("max_model_len") == 4096
+
+
+def test_v0_and_v1_stats_lines_parse_into_the_same_series(tmp_path):
+    f = tmp_path / "x.log"
+    f.write_text(
+        "INFO 08-22 20:52:46 metrics.py:406] Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: 20.0 tokens/s, Running: 3 reqs, Swapped: 0 reqs, Pending: 2 reqs, GPU KV cache usage: 5.5%, CPU KV cache usage: 0.0%.\n"
+        "(APIServer pid=7) INFO 03-02 11:00:10 [loggers.py:248] Engine 000: Avg prompt throughput: 8120.4 tokens/s, Avg generation throughput: 310.2 tokens/s, Running: 64 reqs, Waiting: 117 reqs, Preemptions: 12, GPU KV cache usage: 99.1%, Prefix cache hit rate: 41.3%\n")
+    ev = load([Input(str(f), str(f))])
+    rows = ev.stats_rows
+    assert rows[0]["waiting"] == 2 and rows[0]["kv_usage"] == 5.5
+    assert rows[1]["waiting"] == 117 and rows[1]["preemptions"] == 12 and rows[1]["prefix_hit"] == 41.3
+    assert ev.series.height == 2
+
+
+def test_request_prompts_are_hashed_never_stored(tmp_path):
+    f = tmp_path / "x.log"
+    secret = "my secret customer prompt about invoices"
+    f.write_text(f"INFO 10-11 06:51:31 logger.py:37] Received request chat-1: prompt: '{secret}', params: SamplingParams(n=1), prompt_token_ids: [1, 2, 3], lora_request: None.\n")
+    ev = load([Input(str(f), str(f))])
+    assert sum(ev.prompt_prefixes.values()) == 1
+    assert all(secret not in e.text for evs in ev.events.values() for e in evs)
