@@ -77,25 +77,22 @@ def fmt(v) -> str:
         if v.is_integer() and abs(v) < 1e15:
             return str(int(v))
         return f"{v:.3g}" if abs(v) < 100 else f"{v:,.0f}"
-    if isinstance(v, int):
-        return str(v)
     return str(v)
+
+
+def _first_true(pairs: list, vals: dict, default: str) -> str:
+    """The value of the first (condition, value) pair whose condition is known and true."""
+    for cond, value in pairs:
+        r = evaluate(cond, vals)
+        if not is_unknown(r) and r:
+            return value
+    return default
 
 
 def _finding(rule: Rule, ev: Evidence, sig: Signals, engine: str) -> Finding:
     vals = sig.values
-    sev = rule.severity
-    for cond, s in rule.severity_if:
-        r = evaluate(cond, vals)
-        if not is_unknown(r) and r:
-            sev = s
-            break
-    conf = rule.confidence
-    for cond, c in rule.confidence_if:
-        r = evaluate(cond, vals)
-        if not is_unknown(r) and r:
-            conf = c
-            break
+    sev = _first_true(rule.severity_if, vals, rule.severity)
+    conf = _first_true(rule.confidence_if, vals, rule.confidence)
     fx = rule.fixes.get(engine) or rule.fixes.get("any") or {"remove": [], "set": {}, "note": ""}
     fix = Fix(engine=engine, remove=list(fx["remove"]), set=_flag_values(rule, fx["set"], vals),
               note=render(rule, fx["note"], vals))
@@ -125,9 +122,9 @@ def _evidence(rule: Rule, ev: Evidence, sig: Signals) -> list:
             if f is None:
                 continue
             if f.source and f.line:
-                item = {"source": f.source, "line": f.line, "text": f.text}
-                if item not in out:
-                    out.append(item)
+                # one citation per line: several facts often come from one config dump
+                if not any(o.get("source") == f.source and o.get("line") == f.line for o in out):
+                    out.append({"source": f.source, "line": f.line, "text": f.text})
             else:
                 out.append({"metric": name, "window": f.text or "derived", "value": fmt(f.value)})
         elif kind == "metric":

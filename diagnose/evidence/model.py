@@ -95,12 +95,13 @@ class Evidence:
             return
         self.facts[name] = Fact(value, source, line, text)
 
-    def add_event(self, kind: str, source: str, line: int, text: str,
+    def add_event(self, kind: str, source: str, line: int, text,
                   time: datetime | None = None, **data: Any) -> None:
+        """`text` may be a callable: it is only called for the examples kept (redaction is costly)."""
         self.event_counts[kind] = self.event_counts.get(kind, 0) + 1
         bucket = self.events.setdefault(kind, [])
         if len(bucket) < EVENT_KEEP:
-            bucket.append(Event(kind, source, line, text, time, data))
+            bucket.append(Event(kind, source, line, text() if callable(text) else text, time, data))
 
     def count(self, key: str, n: int = 1) -> None:
         self.counters[key] = self.counters.get(key, 0) + n

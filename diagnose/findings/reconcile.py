@@ -34,7 +34,11 @@ def reconcile(result: Result, rules: dict[str, Rule], settings: dict, facts: dic
             if prev is None:
                 owner[flag] = (f.id, val)
                 kept_set[flag] = val
-            elif prev[1] != val:
+            elif prev[1] == val:
+                notes.append(f"`{flag} {val}` is already advised by `{prev[0]}`.")
+                if f.id not in fired[prev[0]].related:
+                    fired[prev[0]].related.append(f.id)
+            else:
                 notes.append(f"`{flag}` is left as `{prev[0]}` advises ({prev[1] if prev[1] is not None else 'removed'}).")
         for flag in f.fix.remove:
             prev = owner.get(flag)

@@ -21,12 +21,15 @@ def decide(values: dict, findings: list) -> dict:
             config_bad[:] = [i for i in config_bad if i not in ("cross-node-tensor-parallel", "nccl-socket-fallback")]
         if b != "misconfigured" and config_bad:
             also.append("misconfigured")
+        if failed:
+            also.append("failed: " + ", ".join(failed))
         return {"bottleneck": b, "signals": signals[:3], "basis": basis, "also": also,
                 "config_findings": config_bad}
 
     if not v.get("stats_samples"):
         if failed:
-            return out("unknown", [f"the engine failed ({', '.join(failed)}) before any runtime stats"], "failures")
+            return {"bottleneck": "unknown", "signals": [f"the engine failed ({', '.join(failed)}) before any runtime stats"],
+                    "basis": "failures", "also": ["misconfigured"] if config_bad else [], "config_findings": config_bad}
         if config_bad:
             return out("misconfigured", [f"`{i}`" for i in config_bad], "configuration")
         return out("unknown", ["no periodic engine stats in the input (runtime bottleneck cannot be judged)"], "none")
@@ -53,4 +56,6 @@ def decide(values: dict, findings: list) -> dict:
         return out("decode-bound", [f"{fmt(v.get('gen_tps_per_request'))} tokens/s per request", run, kv])
     if config_bad:
         return out("misconfigured", [f"`{i}`" for i in config_bad])
+    if failed:   # a server that crashed is not healthy, whatever its stats said before
+        return out("unknown", [f"the engine failed ({', '.join(failed)}) after serving", run, wait], "failures")
     return out("healthy", [run, wait, kv])

@@ -57,17 +57,17 @@ def _model_size(ev: Evidence, v: dict) -> None:
     tp = int(v.get("tensor_parallel_size") or 1)
     pp = int(v.get("pipeline_parallel_size") or 1)
     w = v.get("weights_gib_per_gpu")
+    q = str(v.get("quantization") or "").lower()
+    if not q:   # quantized checkpoints often say so only in their name
+        low = name.lower()
+        q = "awq" if re.search(r"awq|gptq|4bit|int4|w4a16|nf4", low) else "fp8" if re.search(r"fp8|int8|w8a8", low) else ""
+    bpp = BYTES_PER_PARAM.get(q, 4.0 if v.get("dtype") == "float32" else 2.0)
     if w is not None:
         v["weights_gib_replica"] = round(w * tp * pp, 2)
     elif params is not None:
-        q = str(v.get("quantization") or "").lower()
-        if not q:   # quantized checkpoints often say so only in their name
-            low = name.lower()
-            q = "awq" if re.search(r"awq|gptq|4bit|int4|w4a16|nf4", low) else "fp8" if re.search(r"fp8|int8|w8a8", low) else ""
-        bpp = BYTES_PER_PARAM.get(q, 4.0 if v.get("dtype") == "float32" else 2.0)
         v["weights_gib_replica"] = round(params * bpp * GIB_PER_GB, 2)
     if params is None and w is not None:
-        params = round(w * tp * pp / GIB_PER_GB / 2.0, 1)   # assumes 16-bit weights
+        params = round(w * tp * pp / GIB_PER_GB / bpp, 1)
     v["model_params_b"] = params
     if params is not None:
         v["recommended_tp"] = 1 if params < 7 else 2 if params <= 20 else 4 if params <= 70 else 8
@@ -112,10 +112,12 @@ def _events(ev: Evidence, v: dict) -> None:
     v["access_probe_lines"] = ev.counters.get("access_probe_lines", 0)
     v["access_probe_share"] = round(v["access_probe_lines"] / total, 3) if total else None
     v["request_lines"] = ev.counters.get("request_lines", 0)
-    n = sum(ev.prompt_prefixes.values())
+    overflow = ev.counters.get("prompt_prefixes_overflow", 0)
+    n = sum(ev.prompt_prefixes.values()) + overflow
     v["requests_logged"] = n
     # Share of requests whose first 256 characters were seen before: repeated prefixes.
-    v["repeated_prefix_share"] = round(1 - len(ev.prompt_prefixes) / n, 3) if n >= 20 else None
+    distinct = len(ev.prompt_prefixes) + overflow
+    v["repeated_prefix_share"] = round(1 - distinct / n, 3) if n >= 20 else None
     acc = [e.data.get("acceptance") for e in ev.events.get("spec_decode", []) if e.data.get("acceptance") is not None]
     v["spec_acceptance_mean"] = round(sum(acc) / len(acc), 1) if acc else None
     labels = [("load_seconds", "weights load"), ("compile_seconds", "torch.compile"),

@@ -17,7 +17,8 @@ OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory
 CAPACITY = re.compile(r"total capacity of (?P<gib>[\d.]+) GiB")
 NCCL_ERR = re.compile(r"NCCL error|DistBackendError|Watchdog caught collective operation timeout|NCCL WARN .*(?:timeout|failed)")
 RAY_CLUSTER = re.compile(r"Connecting to existing Ray cluster|Started a local Ray instance")
-PROMPT = re.compile(r"prompt: (['\"])(?P<p>.*?)(?:\1, (?:params|sampling_params)|$)")
+PROMPT = re.compile(r"prompt: (['\"])(?P<p>.{0,256})")
+MAX_PREFIXES = 100_000
 PROBE_PATHS = ("/metrics", "/health", "/ping", "/v1/models", "/version", "/load")
 
 
@@ -36,10 +37,10 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
             ev.count("access_lines")
             ev.count(f"status_{status}")
             if status[0] == "5" or status == "429":
-                ev.add_event(f"http_{status}", src, n, redact(line.raw), when)
+                ev.add_event(f"http_{status}", src, n, lambda: redact(line.raw), when)
             if path.startswith(PROBE_PATHS):
                 ev.count("access_probe_lines")
-                ev.add_event("access_probe", src, n, redact(line.raw), when)
+                ev.add_event("access_probe", src, n, lambda: redact(line.raw), when)
             return True
         if "Application startup complete" in msg or "Uvicorn running on" in msg:
             ev.add_event("server_ready", src, n, line.raw, when)
@@ -95,9 +96,18 @@ def _nccl(text: str, line: Line, ev: Evidence, when) -> None:
 
 def note_prompt(msg: str, ev: Evidence) -> None:
     """Remember how often a prompt's head repeats, as a hash only (never the text)."""
-    m = PROMPT.search(msg)
+    i = msg.find("prompt: ")
+    if i < 0:
+        return
+    m = PROMPT.match(msg, i, i + 400)   # the head is all we hash
     if not m:
         return
     head = m.group("p")[:256].encode("utf-8", "replace")
     h = zlib.crc32(head)
-    ev.prompt_prefixes[h] = ev.prompt_prefixes.get(h, 0) + 1
+    seen = ev.prompt_prefixes
+    if h in seen:
+        seen[h] += 1
+    elif len(seen) < MAX_PREFIXES:
+        seen[h] = 1
+    else:   # bounded memory on huge logs: count further distinct prompts in one bucket
+        ev.count("prompt_prefixes_overflow")

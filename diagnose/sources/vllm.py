@@ -25,7 +25,7 @@ REST_ITEM = re.compile(r"(?P<k>[A-Za-z][\w ]*?): (?P<v>[\d.]+)\s*(?:%|reqs?)?")
 V0_PREFIX_HIT = re.compile(r"^Prefix cache hit rate: GPU: (?P<gpu>[\d.]+)%")
 CONFIG = re.compile(r"Initializing (?:a (?P<v>V[01]) |an )LLM engine \(v(?P<ver>[^)]+)\) with config: (?P<body>.*)$")
 NON_DEFAULT = re.compile(r"non-default args: (?P<d>\{.*)$")
-NAMESPACE = re.compile(r"^args: Namespace\((?P<body>.*)\)?$")
+NAMESPACE = re.compile(r"^args: Namespace\((?P<body>.*?)\)?$")
 VERSION = re.compile(r"vLLM (?:API )?server version (?P<ver>[\w.+\-]+)(?:, serving model (?P<model>\S+))?")
 CMDLINE = re.compile(r"(?:^|\s)(?:vllm serve|-m vllm\.entrypoints\.openai\.api_server|vllm\.entrypoints\.openai\.api_server)\b(?P<args>.*)$")
 MAX_LEN = re.compile(r"Using max model len (?P<n>\d+)")
@@ -80,6 +80,17 @@ DEFAULTS = {"gpu_memory_utilization": 0.9, "tensor_parallel_size": 1, "pipeline_
             "data_parallel_size": 1, "enforce_eager": False, "kv_cache_dtype": "auto"}
 
 
+# Defaults of the flags worth echoing from an old full `args: Namespace(…)` dump.
+NAMESPACE_DEFAULTS = {
+    "model": None, "host": None, "port": 8000, "served_model_name": None, "tensor_parallel_size": 1,
+    "pipeline_parallel_size": 1, "data_parallel_size": 1, "max_model_len": None, "max_num_seqs": 256,
+    "max_num_batched_tokens": None, "gpu_memory_utilization": 0.9, "enforce_eager": False,
+    "kv_cache_dtype": "auto", "quantization": None, "enable_prefix_caching": False,
+    "enable_chunked_prefill": None, "block_size": 16, "swap_space": 4, "dtype": "auto",
+    "distributed_executor_backend": None, "speculative_model": None, "num_speculative_tokens": None,
+}
+
+
 class VllmParser:
     engine = ENGINE
 
@@ -105,7 +116,7 @@ class VllmParser:
             ev.count("request_lines")
             if msg.startswith("Received"):
                 note_prompt(msg, ev)
-                ev.add_event("request", src, n, redact(line.raw), when)
+                ev.add_event("request", src, n, lambda: redact(line.raw), when)
             return True
         m = CONFIG.search(msg)
         if m:
@@ -177,7 +188,10 @@ class VllmParser:
             ev.set_fact("v1_engine", m.group("v") == "V1", src, n, raw)
         elif "v1/engine" in raw or "core.py" in raw:
             ev.set_fact("v1_engine", True, src, n, raw)
-        body = kv.parse_pairs(m.group("body"))
+        text = m.group("body").rstrip()
+        if text.endswith(")") and text.count(")") > text.count("("):
+            text = text[:-1]    # v0.4–v0.6.3 close the dump with `)`
+        body = kv.parse_pairs(text)
         ev.add_event("config_dump", src, n, raw[:400] + ("…" if len(raw) > 400 else ""))
         for k, v in body.items():
             ev.settings.setdefault(k, v)
@@ -189,13 +203,13 @@ class VllmParser:
             if isinstance(sizes, list) and sizes:
                 mx = max(mx or 0, max(s for s in sizes if isinstance(s, (int, float))))
             if mx:
-                ev.set_fact("cuda_graph_max_size", int(mx), src, n, raw)
+                ev.set_fact("cuda_graph_max_size", int(mx), src, n, excerpt(raw, "cudagraph_capture_sizes"))
             mode = cc.get("cudagraph_mode")
             if (isinstance(sizes, list) and not sizes) or mode == 0 or mode == "NONE":
-                ev.set_fact("cuda_graphs", False, src, n, raw)
+                ev.set_fact("cuda_graphs", False, src, n, excerpt(raw, '"cudagraph_mode"'))
         spec = body.get("speculative_config")
         if spec not in (None, "None"):
-            ev.set_fact("speculative", True, src, n, raw)
+            ev.set_fact("speculative", True, src, n, excerpt(raw, "speculative_config"))
 
     def _facts(self, d: dict, line: Line, ev: Evidence, from_dump: bool = False) -> None:
         src, n, raw = line.source, line.lineno, line.raw
@@ -214,11 +228,17 @@ class VllmParser:
 
     def _non_default(self, d: dict, line: Line, ev: Evidence, namespace: bool = False) -> None:
         self.seen_non_default = not namespace
-        ev.settings.setdefault("launch_args", {}).update(
-            {k: v for k, v in d.items() if k not in ("api_key",)})
-        self._facts(d, line, ev)
+        d = {k: v for k, v in d.items() if k not in ("api_key",)}
         if namespace:
+            # `args: Namespace(…)` lists every argument, defaults included: keep it verbatim,
+            # and take as launch arguments only what differs from the usual defaults.
+            ev.settings["namespace"] = d
+            ev.settings.setdefault("launch_args", {}).update(
+                {k: v for k, v in d.items() if k in NAMESPACE_DEFAULTS and v != NAMESPACE_DEFAULTS[k]})
+            self._facts(d, line, ev)
             return
+        ev.settings.setdefault("launch_args", {}).update(d)
+        self._facts(d, line, ev)
         for k, v in DEFAULTS.items():
             if k not in d:
                 ev.set_fact(FACT_KEYS[k], v, line.source, line.lineno, "(vLLM default: not in non-default args)", override=False)
@@ -324,7 +344,7 @@ class VllmParser:
         ev.add_event("allreduce_no_p2p", line.source, line.lineno, line.raw, when)
 
     def _preempt(self, m, line, ev, when):
-        ev.add_event("preemption", line.source, line.lineno, redact(line.raw), when, total=int(m.group("n")))
+        ev.add_event("preemption", line.source, line.lineno, lambda: redact(line.raw), when, total=int(m.group("n")))
         ev.counters["preemptions_total"] = max(ev.counters.get("preemptions_total", 0), int(m.group("n")))
 
     def _kv_err(self, m, line, ev, when):
