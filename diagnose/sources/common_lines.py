@@ -17,7 +17,6 @@ OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory
 CAPACITY = re.compile(r"total capacity of (?P<gib>[\d.]+) GiB")
 NCCL_ERR = re.compile(r"NCCL error|DistBackendError|Watchdog caught collective operation timeout|NCCL WARN .*(?:timeout|failed)")
 RAY_CLUSTER = re.compile(r"Connecting to existing Ray cluster|Started a local Ray instance")
-PROMPT = re.compile(r"prompt: (['\"])(?P<p>.{0,256})")
 MAX_PREFIXES = 100_000
 PROBE_PATHS = ("/metrics", "/health", "/ping", "/v1/models", "/version", "/load")
 
@@ -97,13 +96,14 @@ def _nccl(text: str, line: Line, ev: Evidence, when) -> None:
 def note_prompt(msg: str, ev: Evidence) -> None:
     """Remember how often a prompt's head repeats, as a hash only (never the text)."""
     i = msg.find("prompt: ")
-    if i < 0:
+    if i < 0 or len(msg) < i + 9 or msg[i + 8] not in "'\"":
         return
-    m = PROMPT.match(msg, i, i + 400)   # the head is all we hash
-    if not m:
-        return
-    head = m.group("p")[:256].encode("utf-8", "replace")
-    h = zlib.crc32(head)
+    q = msg[i + 8]
+    start = i + 9
+    # The head of the prompt itself: stop at its closing quote when that comes early.
+    end = min(x for x in (msg.find(q + ", params", start, start + 300),
+                          msg.find(q + ", sampling_params", start, start + 300), start + 256) if x >= 0)
+    h = zlib.crc32(msg[start:end].encode("utf-8", "replace"))
     seen = ev.prompt_prefixes
     if h in seen:
         seen[h] += 1
