@@ -37,7 +37,7 @@ def _die(msg: str) -> None:
     raise typer.Exit(2)
 
 
-analyze_app = typer.Typer(add_completion=False, rich_markup_mode=None)
+analyze_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 
 
 @analyze_app.command(help="Diagnose vLLM (and later SGLang / TensorRT-LLM) logs: ranked findings, "
@@ -116,7 +116,7 @@ def _write_atomic(path: str, text: str) -> None:
         _die(f"{path}: cannot write report ({e.strerror or e})")
 
 
-rules_app = typer.Typer(add_completion=False, rich_markup_mode=None)
+rules_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 
 
 @rules_app.command(help="List every rule, or print one rule's full documentation.")
@@ -137,6 +137,18 @@ def rules(rule_id: Optional[str] = typer.Argument(None, metavar="[ID]")) -> None
 
 
 def main() -> None:
+    try:
+        _main()
+    except (KeyboardInterrupt, BrokenPipeError):
+        raise SystemExit(130)
+    except SystemExit:
+        raise
+    except Exception as e:   # last line of defence: one line, never a traceback
+        sys.stderr.write(f"diagnose: internal error: {type(e).__name__}: {e} (please report it with the input)\n")
+        raise SystemExit(3)
+
+
+def _main() -> None:
     argv = sys.argv[1:]
     if argv[:1] == ["--version"]:
         print(f"diagnose {__version__}")

@@ -132,6 +132,8 @@ class Evidence:
                 "prompt_tps": pl.Float64, "gen_tps": pl.Float64, "running": pl.Float64,
                 "waiting": pl.Float64, "swapped": pl.Float64, "kv_usage": pl.Float64,
                 "prefix_hit": pl.Float64, "preemptions": pl.Float64,
+                "kv_tokens_used": pl.Float64, "prompt_len": pl.Float64, "graph": pl.Boolean,
+                "ctx_tokens": pl.Float64, "paused": pl.Float64, "kind": pl.Utf8,
             }
             rows = [{k: r.get(k) for k in schema} for r in self.stats_rows]
             self._series = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)

@@ -33,6 +33,8 @@ def decide(values: dict, findings: list) -> dict:
         if config_bad:
             return out("misconfigured", [f"`{i}`" for i in config_bad], "configuration")
         return out("unknown", ["no periodic engine stats in the input (runtime bottleneck cannot be judged)"], "none")
+    if v.get("too_few_samples"):
+        return out("unknown", [f"only {v.get('steady_samples')} busy stats sample(s): too few to judge a steady state"])
     if v.get("all_idle"):
         return out("idle", [f"{v.get('idle_samples')} stats samples, all with 0 running / 0 waiting and no throughput"])
     kv = f"KV usage p95 {fmt(v.get('kv_usage_p95'))} %"

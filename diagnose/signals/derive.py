@@ -128,10 +128,16 @@ def _events(ev: Evidence, v: dict) -> None:
     v["warmup_logged"] = any(ev.has_event(k) for k in ("startup_init", "startup_compile", "startup_load", "cuda_graph_capture"))
 
 
+MIN_STEADY = 3   # fewer busy samples than this say nothing about a steady state
+
+
 def _runtime(ev: Evidence, s: Signals) -> None:
     v = s.values
     v["stats_samples"] = len(ev.stats_rows)
-    v["preemptions_total"] = ev.counters.get("preemptions_total", 0) or None
+    # vLLM V0 preemption warnings, SGLang retractions, TRT-LLM paused requests: one count.
+    logged_events = (ev.counters.get("preemptions_total", 0) + ev.counters.get("retracted_total", 0))
+    v["preemptions_total"] = logged_events or None
+    v["paused_total"] = ev.counters.get("paused_total", 0)
     if not ev.stats_rows:
         v["steady_samples"] = 0
         return
@@ -146,15 +152,16 @@ def _runtime(ev: Evidence, s: Signals) -> None:
                      pl.col("prompt_tps", "gen_tps", "running", "waiting", "preemptions").sum(),
                      pl.col("kv_usage", "prefix_hit").mean(), pl.col("swapped").sum()))
     df = df.with_columns(
-        busy=(pl.col("running") > 0) | (pl.col("waiting") > 0) | (pl.col("gen_tps") > 0) | (pl.col("prompt_tps") > 0))
+        busy=((pl.col("running") > 0).fill_null(False) | (pl.col("waiting") > 0).fill_null(False)
+              | (pl.col("gen_tps") > 0).fill_null(False) | (pl.col("prompt_tps") > 0).fill_null(False)))
     busy_idx = [i for i, b in enumerate(df["busy"].to_list()) if b]
     v["idle_samples"] = df.height - len(busy_idx)
     v["busy_samples"] = len(busy_idx)
     # A missing count is unknown, not zero: V0 logs every 50th preemption as a warning, V1 from
     # v0.11.2 adds `Preemptions: N` to the stats line when N > 0; older V1 logs say nothing.
     logged = int(df["preemptions"].fill_null(0).sum())
-    says_preemptions = (v.get("v1_engine") is False or logged > 0
-                        or _version_at_least(v.get("engine_version"), (0, 11, 2)))
+    says_preemptions = (v.get("v1_engine") is False or logged > 0 or v.get("engine") == "sglang"
+                        or (v.get("engine") == "vllm" and _version_at_least(v.get("engine_version"), (0, 11, 2))))
     if logged or v["preemptions_total"]:
         v["preemptions_total"] = (v["preemptions_total"] or 0) + logged
     elif says_preemptions:
@@ -179,6 +186,9 @@ def _runtime(ev: Evidence, s: Signals) -> None:
         keep = busy_idx
     st = df[keep]
     v["steady_samples"] = st.height
+    if st.height < MIN_STEADY:
+        v["too_few_samples"] = True
+        return
     t = st["time"]
     if t.null_count() == 0 and st.height:
         t0, t1 = t.min(), t.max()
@@ -199,23 +209,28 @@ def _runtime(ev: Evidence, s: Signals) -> None:
         v[f"{col}_p50"] = stat(col, lambda x: x.quantile(0.5, "nearest"))
         v[f"{col}_p95"] = stat(col, lambda x: x.quantile(0.95, "nearest"))
     v["prefix_hit_last"] = stat("prefix_hit", lambda x: x[-1])
-    v["offered_concurrency_max"] = round(float((st["running"] + st["waiting"]).max()), 1)
-    tot = (st["prompt_tps"] + st["gen_tps"]).sum()
-    v["prompt_share"] = round(float(st["prompt_tps"].sum() / tot), 3) if tot else None
-    v["waiting_nonzero_share"] = round(float((st["waiting"] > 0).mean()), 3)
-    if v["running_mean"]:
+    if st["running"].null_count() < st.height:
+        v["offered_concurrency_max"] = round(float((st["running"].fill_null(0) + st["waiting"].fill_null(0)).max()), 1)
+    if st["prompt_tps"].null_count() < st.height and st["gen_tps"].null_count() < st.height:
+        both = st.filter(pl.col("prompt_tps").is_not_null() & pl.col("gen_tps").is_not_null())
+        tot = float((both["prompt_tps"] + both["gen_tps"]).sum())
+        v["prompt_share"] = round(float(both["prompt_tps"].sum()) / tot, 3) if tot else None
+    if st["waiting"].null_count() < st.height:
+        v["waiting_nonzero_share"] = round(float((st["waiting"].drop_nulls() > 0).mean()), 3)
+    if v["running_mean"] and v["gen_tps_mean"] is not None:
         v["gen_tps_per_request"] = round(v["gen_tps_mean"] / v["running_mean"], 2)
     rmax = v["running_max"] or 0
-    v["running_plateau_share"] = round(float((st["running"] >= rmax * 0.95).mean()), 3) if rmax else None
+    run = st["running"].drop_nulls()
+    v["running_plateau_share"] = round(float((run >= rmax * 0.95).mean()), 3) if rmax else None
     cap = v.get("max_num_seqs")
-    v["running_at_cap_share"] = round(float((st["running"] >= float(cap) * 0.95).mean()), 3) if cap else None
+    v["running_at_cap_share"] = round(float((run >= float(cap) * 0.95).mean()), 3) if cap and run.len() else None
     km = v["kv_usage_mean"]
     if km is not None and km > 0:
         v["kv_headroom_x"] = round(min(90.0 / km, 1000.0), 1)
     elif km == 0 and (v["running_mean"] or 0) > 0:
         v["kv_headroom_x"] = 100.0   # "0.0 %" with requests running means < 0.05 %
     # Trend of the queue: slope per minute and how well a line explains it.
-    if st.height >= 6 and t.null_count() == 0:
+    if st.height >= 6 and t.null_count() == 0 and st["waiting"].null_count() == 0:
         tw = st.select(sec=(pl.col("time") - pl.col("time").min()).dt.total_seconds(), w=pl.col("waiting"))
         var = tw["sec"].var()
         if var:

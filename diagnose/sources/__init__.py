@@ -1,7 +1,9 @@
 """Sources: turn inputs into Evidence. A new log format gets recognised in a module here.
 
-load() streams each input through the scanner (which lines matter), peels the prefixes,
-and offers each line to the shared-line parser and then to the engine parsers.
+load() streams each input through the scanner (which lines matter), peels the prefixes, and
+offers each line to the shared-line parser and then to the engine parsers (vllm.py, sglang.py,
+trtllm.py). Whole-file formats (JSON, YAML) go through structured.py. Several inputs from
+different engines are different deployments: group_inputs() splits them.
 """
 from __future__ import annotations
 
@@ -10,9 +12,16 @@ from .common_lines import feed_common
 from .lineprefix import Clock, peel
 from .reader import Input, InputError, resolve
 from .scanner import ScanCounts, scan
+from .sglang import SglangParser
+from .structured import load_structured, sniff
+from .trtllm import TrtllmParser
 from .vllm import VllmParser
 
-__all__ = ["load", "InputError", "resolve"]
+__all__ = ["load", "load_groups", "InputError", "resolve"]
+
+# Which parser to offer a line first, by the header shape it carries.
+FIRST_BY_FMT = {"vllm": 0, "sglang": 1, "trtllm": 2, "triton": 2}
+SNIFF_BYTES = 512 * 1024
 
 
 def load(inputs: list[Input], year: int | None = None) -> Evidence:
@@ -23,20 +32,79 @@ def load(inputs: list[Input], year: int | None = None) -> Evidence:
     return ev
 
 
-def _load_one(inp: Input, ev: Evidence, year: int | None) -> InputInfo:
+def load_groups(inputs: list[Input], year: int | None = None) -> list[Evidence]:
+    """One Evidence per deployment: inputs are grouped by the engine that wrote them.
+
+    Inputs of no engine (NCCL-only excerpts, configs without engine keys) join the only engine
+    group when there is one."""
+    if len(inputs) <= 1:
+        return [load(inputs, year)]
+    by_engine: dict[str | None, list[Input]] = {}
+    for inp in inputs:
+        by_engine.setdefault(_sniff_engine(inp, year), []).append(inp)
+    engines = [e for e in by_engine if e is not None]
+    if len(engines) <= 1:
+        return [load(inputs, year)]
+    groups = [by_engine[e] for e in engines]
+    if None in by_engine:
+        groups.append(by_engine[None])
+    return [load(g, year) for g in groups]
+
+
+def _sniff_engine(inp: Input, year) -> str | None:
+    if inp.path == "-":
+        return None
+    try:
+        probe = Evidence()
+        head = next(iter(inp.blocks()), b"")[:SNIFF_BYTES]
+        kind = sniff(head)
+        if kind:
+            return "trtllm" if b"TensorRT" in head or b"kv_cache_config" in head or b"iterLatencyMS" in head or b"Active Request Count" in head else None
+        cut = Input.__new__(Input)
+        cut.path, cut.display = inp.path, inp.display
+        cut.blocks = lambda: iter([head[: head.rfind(b"\n") + 1] or head])
+        return _load_one(cut, probe, year, sniffing=True).engine
+    except InputError:
+        return None
+
+
+def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False) -> InputInfo:
+    blocks = inp.blocks()
+    first = next(blocks, b"")
+    kind = sniff(first[:SNIFF_BYTES]) if first else None
+    if kind:
+        replay = Input.__new__(Input)
+        replay.path, replay.display = inp.path, inp.display
+        replay.blocks = lambda: _chain(first, blocks)
+        info = load_structured(kind, replay, ev)
+        if info.engine:
+            ev.set_fact("engine", info.engine, override=False)
+        return info
     info = InputInfo(path=inp.display)
     counts = ScanCounts()
     clock = Clock(year)
-    parsers = [VllmParser()]
+    parsers = [VllmParser(), SglangParser(), TrtllmParser()]
     engine_lines: dict[str, int] = {}
     recognised = 0
-    for lineno, text in scan(inp.blocks(), counts):
+
+    def pending():
+        return any(p.wants_more() for p in parsers[1:])
+
+    for lineno, text in scan(_chain(first, blocks), counts, follow=pending):
+        if pending():
+            for p in parsers[1:]:
+                if p.wants_more():
+                    p.more(text, ev)
+            recognised += 1
+            continue
         line = peel(inp.display, lineno, text)
         when = clock.at(line)
         if feed_common(line, ev, when):
             recognised += 1
             continue
-        for p in parsers:
+        first_idx = FIRST_BY_FMT.get(line.fmt)
+        order = parsers if first_idx is None else [parsers[first_idx]] + [p for i, p in enumerate(parsers) if i != first_idx]
+        for p in order:
             if p.feed(line, ev, when):
                 recognised += 1
                 engine_lines[p.engine] = engine_lines.get(p.engine, 0) + 1
@@ -45,12 +113,13 @@ def _load_one(inp: Input, ev: Evidence, year: int | None) -> InputInfo:
     info.unreadable_lines = counts.unreadable
     info.recognised_lines = recognised
     info.unrecognised_lines = counts.lines - recognised - counts.unreadable
-    if counts.lines == 0:
-        raise InputError(f"{inp.display}: empty file (nothing to diagnose)")
-    if recognised == 0 and counts.binary_head:
-        raise InputError(f"{inp.display}: binary file, not a text log")
-    if recognised == 0 and counts.unreadable * 2 >= counts.lines:
-        raise InputError(f"{inp.display}: not UTF-8 text ({counts.unreadable} of {counts.lines} lines unreadable)")
+    if not sniffing:
+        if counts.lines == 0:
+            raise InputError(f"{inp.display}: empty file (nothing to diagnose)")
+        if recognised == 0 and counts.binary_head:
+            raise InputError(f"{inp.display}: binary file, not a text log")
+        if recognised == 0 and counts.unreadable * 2 >= counts.lines:
+            raise InputError(f"{inp.display}: not UTF-8 text ({counts.unreadable} of {counts.lines} lines unreadable)")
     if counts.unreadable:
         info.errors.append(f"{counts.unreadable} unreadable line(s) (invalid UTF-8 or NUL bytes) skipped")
     if engine_lines:
@@ -58,8 +127,14 @@ def _load_one(inp: Input, ev: Evidence, year: int | None) -> InputInfo:
         ev.set_fact("engine", info.engine, override=False)
         for p in parsers:
             if p.engine == info.engine:
-                info.engine_version = getattr(p, "version", None)
+                info.engine_version = p.version
     return info
+
+
+def _chain(first: bytes, rest):
+    if first:
+        yield first
+    yield from rest
 
 
 def _derive_facts(ev: Evidence) -> None:
@@ -68,10 +143,18 @@ def _derive_facts(ev: Evidence) -> None:
     if f("kv_cache_tokens") is None and f("num_gpu_blocks") is not None:
         ev.set_fact("kv_cache_tokens", f("num_gpu_blocks") * (f("block_size") or 16),
                     text="(# GPU blocks × block size)")
+    if f("max_concurrency") is None and f("kv_cache_tokens") and f("max_model_len"):
+        ev.set_fact("max_concurrency", round(f("kv_cache_tokens") / f("max_model_len"), 2),
+                    text="(KV cache tokens ÷ max model length)")
     tp, pp, dp = f("tensor_parallel_size"), f("pipeline_parallel_size"), f("data_parallel_size")
+    if tp is None and f("world_size_logged"):
+        ev.set_fact("tensor_parallel_size", f("world_size_logged"), text="(MPI size: TP × PP ranks; TP assumed)")
+        tp = f("world_size_logged")
     if tp is not None:
         ev.set_fact("gpu_count", int(tp) * int(pp or 1) * int(dp or 1),
                     text="(tensor × pipeline × data parallel size)", override=False)
+    if f("gpu_memory_gib") is None and f("gpu_avail_at_start_gib") is not None:
+        ev.set_fact("gpu_memory_gib", f("gpu_avail_at_start_gib"), text="(free memory before loading weights)")
     if f("gpu_memory_gib") is None and f("kv_cache_memory_gib") is not None and f("weights_gib_per_gpu") is not None:
         # Lower bound: weights + KV fit inside gpu_memory_utilization of the card.
         est = (f("weights_gib_per_gpu") + f("kv_cache_memory_gib")) / float(f("gpu_memory_utilization") or 0.9)
@@ -83,3 +166,7 @@ def _derive_facts(ev: Evidence) -> None:
         ev.set_fact("nodes", nodes, text="(distinct hosts in NCCL / Ray lines: " + ", ".join(seen[:8]) + ")")
     if ev.has_event("eager_mode") and f("cuda_graphs") is None:
         ev.set_fact("cuda_graphs", False)
+    if f("cuda_graphs") is None and f("engine") == "sglang":
+        on, off = ev.counters.get("sglang_decode_graph_true", 0), ev.counters.get("sglang_decode_graph_false", 0)
+        if on or off:
+            ev.set_fact("cuda_graphs", on > 0, text=f"(Decode lines: cuda graph True {on}×, False {off}×)")

@@ -25,6 +25,20 @@ VLLM_HEADER = re.compile(
 )
 
 
+# SGLang: `[2025-01-06 02:58:44 TP5] `, `[04:40:55 TP0] `, `[2025-05-14 09:31:43.123 DP0 TP0 EP0] `
+SGLANG_HEADER = re.compile(
+    r"^\[(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<hms>\d\d:\d\d:\d\d)(?:[.,]\d+)?(?P<tags>(?: [A-Z][A-Z_]*\d+)*)\] ")
+# TensorRT-LLM: `[TensorRT-LLM][INFO] `, `[TensorRT-LLM][INFO][3] `,
+# `[08/07/2025-02:28:51] [TRT-LLM] [I] `, `[..] [TRT-LLM] [RANK 1] [I] `, `[..] [TRT] [I] `,
+# `04-28-2025 09:56:44.123456 [TRT-LLM] [I] [batchmgr] [RANK 0] `
+TRT_HEADER = re.compile(
+    r"^(?:\[TensorRT-LLM\]\[(?P<lvl1>[A-Z]+)\](?:\[\d+\])? "
+    r"|(?:\[(?P<d1>\d\d/\d\d/\d{4})-(?P<t1>\d\d:\d\d:\d\d)\] |(?P<d2>\d\d-\d\d-\d{4}) (?P<t2>\d\d:\d\d:\d\d)(?:\.\d+)? )"
+    r"\[(?:TRT-LLM|TRT)\](?: \[(?:MPI_Rank|RANK) \d+\])? \[(?P<lvl2>[A-Z])\](?: \[[\w ]+\])?(?: \[RANK \d+\])? )")
+# Triton (glog): `I1218 03:35:37.688135 20559 libtensorrtllm.cc:1205] `
+GLOG_HEADER = re.compile(r"^(?P<lvl>[IWEF])(?P<mon>\d\d)(?P<day>\d\d) (?P<hms>\d\d:\d\d:\d\d)\.\d+ +\d+ [\w.]+:\d+\] ")
+
+
 @dataclass(slots=True)
 class Line:
     source: str
@@ -37,6 +51,9 @@ class Line:
     stamp: tuple | None = None   # (month, day, "HH:MM:SS") without a year
     iso: str | None = None       # collector timestamp with a year, when present
     repeat: int = 1
+    dt: datetime | None = None   # full timestamp when the header carries a year
+    fmt: str | None = None       # which header shape matched: vllm, sglang, trtllm, triton
+    tags: str = ""               # SGLang rank tags, e.g. "TP0" or "DP0 TP0 EP0"
 
 
 def peel(source: str, lineno: int, text: str) -> Line:
@@ -65,13 +82,50 @@ def peel(source: str, lineno: int, text: str) -> Line:
         if m:
             repeat = int(m.group(1))
             text = text[: m.start()]
-    level = stamp = None
-    m = VLLM_HEADER.match(text)
+    level = stamp = dt = fmt = None
+    tags = ""
+    c = text[:1]
+    m = VLLM_HEADER.match(text) if c in "DIWEC" else None
     if m:
-        level = m.group("level")
+        level, fmt = m.group("level"), "vllm"
         stamp = (int(m.group("mon")), int(m.group("day")), m.group("hms"))
         text = text[m.end():]
-    return Line(source, lineno, raw, text, proc, ip, level, stamp, iso, repeat)
+    elif c == "[":
+        m = SGLANG_HEADER.match(text)
+        if m:
+            fmt, tags = "sglang", m.group("tags").strip()
+            if m.group("date"):
+                dt = _dt(m.group("date"), m.group("hms"))
+            text = text[m.end():]
+        else:
+            m = TRT_HEADER.match(text)
+            if m:
+                fmt, level = "trtllm", m.group("lvl1") or m.group("lvl2")
+                if m.group("d1"):
+                    mo, d, y = m.group("d1").split("/")
+                    dt = _dt(f"{y}-{mo}-{d}", m.group("t1"))
+                text = text[m.end():]
+    elif c.isdigit():
+        m = TRT_HEADER.match(text)
+        if m:
+            fmt, level = "trtllm", m.group("lvl2")
+            mo, d, y = m.group("d2").split("-")
+            dt = _dt(f"{y}-{mo}-{d}", m.group("t2"))
+            text = text[m.end():]
+    elif c in "IWEF":
+        m = GLOG_HEADER.match(text)
+        if m:
+            fmt, level = "triton", m.group("lvl")
+            stamp = (int(m.group("mon")), int(m.group("day")), m.group("hms"))
+            text = text[m.end():]
+    return Line(source, lineno, raw, text, proc, ip, level, stamp, iso, repeat, dt, fmt, tags)
+
+
+def _dt(date: str, hms: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(f"{date} {hms}")
+    except ValueError:
+        return None
 
 
 class Clock:
@@ -82,6 +136,10 @@ class Clock:
         self._last: tuple[int, int] | None = None
 
     def at(self, line: Line) -> datetime | None:
+        if line.dt is not None:
+            self.year = line.dt.year
+            self._last = (line.dt.month, line.dt.day)
+            return line.dt
         if line.iso and self._last is None:
             try:
                 self.year = int(line.iso[:4])

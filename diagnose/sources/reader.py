@@ -74,7 +74,14 @@ def resolve(paths: list[str]) -> list[Input]:
             out.extend(Input(m, m) for m in matches)
             continue
         if os.path.isdir(p):
-            raise InputError(f"{p}: is a directory (pass files or a glob, e.g. {p.rstrip('/')}/*.log)")
+            # A directory of logs (several engines, several replicas): every file inside.
+            files = sorted(os.path.join(d, f) for d, dirs, fs in os.walk(p)
+                           for f in fs if not f.startswith(".")
+                           if not any(part.startswith(".") for part in os.path.relpath(d, p).split(os.sep) if part != "."))
+            if not files:
+                raise InputError(f"{p}: directory holds no files")
+            out.extend(Input(f, f) for f in files)
+            continue
         if not os.path.exists(p):
             raise InputError(f"{p}: no such file")
         if not os.access(p, os.R_OK):

@@ -22,6 +22,12 @@ GREP_KEYWORDS = [
     "max model len", "max_num_batched_tokens", "detected platform",
     "vllm serve", "vllm.entrypoints", "capacity of", "SpecDecoding", "Speculative metrics",
     "Prefix cache hit rate", "Uvicorn running", "--", "reserved number of GPUs",
+    # SGLang
+    "batch", "#running-req", "ServerArgs", "server_args", "Load weight", "max_total_num_tokens",
+    "Capture cuda graph", "fired up", "retract", "Not enough memory", "hit an exception", "sigquit",
+    "sglang",
+    # TensorRT-LLM / Triton
+    "TensorRT-LLM", "TRT-LLM", "[TRT]", "Active Request Count", "iterLatencyMS", "Free KV cache",
 ]
 
 _KW = re.compile(b"|".join(re.escape(k.encode()) for k in GREP_KEYWORDS))
@@ -34,9 +40,12 @@ class ScanCounts:
     binary_head: bool = False   # NUL bytes in the first block: likely not a text log
 
 
-def scan(blocks: Iterable[bytes], counts: ScanCounts, keywords: re.Pattern[bytes] = _KW
-         ) -> Iterator[tuple[int, str]]:
-    """Yield (1-based line number, decoded text) for candidate lines; count every line."""
+def scan(blocks: Iterable[bytes], counts: ScanCounts, keywords: re.Pattern[bytes] = _KW,
+         follow=None) -> Iterator[tuple[int, str]]:
+    """Yield (1-based line number, decoded text) for candidate lines; count every line.
+
+    `follow()`, when given and true, asks for the next line whatever it holds: a parser in the
+    middle of a dump that a paste wrapped over several lines."""
     carry = b""
     base = 0  # lines before the current block
     first = True
@@ -50,16 +59,16 @@ def scan(blocks: Iterable[bytes], counts: ScanCounts, keywords: re.Pattern[bytes
             carry = buf
             continue
         block, carry = buf[: cut + 1], buf[cut + 1:]
-        yield from _scan_block(block, base, counts, keywords)
+        yield from _scan_block(block, base, counts, keywords, follow)
         n = block.count(b"\n")
         base += n
         counts.lines += n
     if carry:
-        yield from _scan_block(carry + b"\n", base, counts, keywords)
+        yield from _scan_block(carry + b"\n", base, counts, keywords, follow)
         counts.lines += 1
 
 
-def _scan_block(block: bytes, base: int, counts: ScanCounts, keywords) -> Iterator[tuple[int, str]]:
+def _scan_block(block: bytes, base: int, counts: ScanCounts, keywords, follow=None) -> Iterator[tuple[int, str]]:
     # Unreadable lines (invalid UTF-8, NUL bytes) are counted, never silently dropped.
     bad = _bad_lines(block, base)
     if bad:
@@ -67,7 +76,16 @@ def _scan_block(block: bytes, base: int, counts: ScanCounts, keywords) -> Iterat
     pos = 0
     done = base  # absolute number of lines that end before `pos`
     search = keywords.search
-    while True:
+    size = len(block)
+    while pos < size:
+        if follow is not None and follow():
+            end = block.find(b"\n", pos)
+            ln = done + 1
+            line = block[pos:end]
+            pos, done = end + 1, ln
+            if not (bad and ln in bad):
+                yield ln, line.decode("utf-8", "replace")
+            continue
         m = search(block, pos)
         if m is None:
             return

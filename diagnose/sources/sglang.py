@@ -1,0 +1,335 @@
+"""SGLang log lines (0.1 … 0.5.x and 2026 builds) → evidence. Formats: ../shared/reference/sglang.md.
+
+Batch lines are parsed by key, not position: field order changed between builds.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+
+from ..evidence.model import Evidence
+from . import kv
+from .lineprefix import SGLANG_HEADER, Line, peel
+
+ENGINE = "sglang"
+
+SERVER_ARGS = re.compile(r"(?:server_args=)?`?ServerArgs\((?P<body>.*)$|server_args=(?P<dict>\{.*)$")
+BATCH = re.compile(r"^(?:(?P<kind>Prefill|Decode) batch(?:\(mixed[^)]*\))?(?: ?\[\d+\])?[.,] |(?P<old>new fill batch\. )|(?=#running-req: ))")
+ITEM = re.compile(r"(?P<k>#?[a-zA-Z][\w\- ]*?(?: \(token/s\)| \(GB/s per GPU\)| \(per GPU\))?): (?P<v>[-\w.%=]+)")
+OLD_ITEM = re.compile(r"#(?P<k>\w+): (?P<v>[\d.]+)%?")
+LOAD_END = re.compile(r"Load weight end\..*?(?:type=(?P<type>\w+))?.*?(?:dtype=torch\.(?P<dtype>\w+))?.*?avail mem=(?P<avail>[\d.]+) GB(?:, mem usage=(?P<usage>[\d.]+) GB)?")
+LOAD_BEGIN = re.compile(r"Load weight begin\. avail mem=(?P<avail>[\d.]+) GB")
+KV_ALLOC = re.compile(r"KV Cache is allocated\..*?#tokens: (?P<n>\d+)(?:, K size: (?P<k>[\d.]+) GB, V size: (?P<v>[\d.]+) GB|, KV size: (?P<kv>[\d.]+) GB)?")
+KV_DTYPE = re.compile(r"Using KV cache dtype: (?:torch\.)?(?P<d>\w+)")
+MAX_TOTAL = re.compile(r"max_total_num_tokens=(?P<n>\d+)(?P<rest>.*)")
+GRAPH_BS = re.compile(r"Capture cuda graph bs \[(?P<bs>[\d, ]+)\]")
+GRAPH_END = re.compile(r"Capture cuda graph end\. Time elapsed: (?P<s>[\d.]+) s")
+READY = re.compile(r"The server is fired up and ready to roll")
+RETRACT = re.compile(r"(?:[Dd]ecode out of memory happened|KV cache pool is full\. Retract requests)[.,] #retracted_reqs: (?P<n>\d+)")
+OOM = re.compile(r"(?:Prefill|Decode) out of memory\. Try to lower your batch size")
+NOT_ENOUGH = re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static")
+CRASH = re.compile(r"Scheduler hit an exception|Received sigquit from a child process|TpModelWorkerClient hit an exception|Exception in run_scheduler_process|detokenizer.*hit an exception")
+CMDLINE = re.compile(r"sglang\.launch_server\b(?P<args>.*)$")
+NCCL_VER = re.compile(r"sglang is using nccl==(?P<v>[\d.]+)")
+MID_HEADER = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z][A-Z_]*\d+)*\] ")
+
+# ServerArgs / CLI names → normalized facts. SGLang's own names are kept under settings.
+FACT_KEYS = {
+    "model_path": "model", "tp_size": "tensor_parallel_size", "tp": "tensor_parallel_size",
+    "dp_size": "data_parallel_size", "dp": "data_parallel_size", "pp_size": "pipeline_parallel_size",
+    "mem_fraction_static": "gpu_memory_utilization", "max_running_requests": "max_num_seqs",
+    "kv_cache_dtype": "kv_cache_dtype", "quantization": "quantization", "context_length": "max_model_len",
+    "dtype": "dtype", "cuda_graph_max_bs": "cuda_graph_max_size",
+    "schedule_conservativeness": "schedule_conservativeness", "schedule_policy": "schedule_policy",
+    "speculative_algorithm": "speculative_algorithm", "enable_dp_attention": "enable_dp_attention",
+    "attention_backend": "attention_backend",
+}
+
+
+class SglangParser:
+    engine = ENGINE
+
+    def __init__(self) -> None:
+        self.version: str | None = None
+        self._pending: list[str] | None = None   # a ServerArgs dump wrapped over several lines
+        self._pending_line: Line | None = None
+        self._prefill_tokens = 0.0
+        self._prefill_cached = 0.0
+        self._prefill_seqs = 0.0
+        self._last_decode = None
+        self._decode_seen = False
+
+    # -- continuation of a wrapped dump ------------------------------------------------
+    def wants_more(self) -> bool:
+        return self._pending is not None
+
+    def more(self, text: str, ev: Evidence) -> None:
+        self._pending.append(text.rstrip("\r\n"))
+        body = "".join(self._pending)       # pastes break mid-token (`Fa\nlse`): join as is
+        if _balanced(body) or len(self._pending) > 200:
+            self._server_args(body, self._pending_line, ev)
+            self._pending = None
+
+    # -- lines ------------------------------------------------------------------------
+    def feed(self, line: Line, ev: Evidence, when) -> bool:
+        msg = line.msg
+        if line.fmt is None and "] " in msg:
+            m = MID_HEADER.search(msg)
+            if m and m.start() > 0:   # a tqdm bar stuck to the start of a log line
+                line = peel(line.source, line.lineno, msg[m.start():])
+                when = line.dt or when
+                msg = line.msg
+        if "batch" in msg[:30] or msg.startswith("#running-req"):
+            m = BATCH.match(msg)
+            if m:
+                self._batch(m, msg, line, ev, when)
+                return True
+        m = SERVER_ARGS.search(msg)
+        if m:
+            if m.group("dict"):
+                self._apply(kv.parse_dict(m.group("dict")), line, ev)
+                return True
+            body = m.group("body")
+            if _balanced("(" + body):
+                self._server_args(body, line, ev)
+            else:
+                self._pending, self._pending_line = [body], line
+            return True
+        for rx, fn in self._simple:
+            m = rx.search(msg)
+            if m:
+                fn(self, m, line, ev, when)
+                return True
+        return False
+
+    def _server_args(self, body: str, line: Line, ev: Evidence) -> None:
+        body = body.rstrip().rstrip("`").rstrip()
+        if body.endswith(")"):
+            body = body[:-1]
+        d = kv.parse_pairs(body)
+        ev.add_event("config_dump", line.source, line.lineno, line.raw[:300])
+        self._apply(d, line, ev)
+
+    def _apply(self, d: dict, line: Line, ev: Evidence) -> None:
+        from .vllm import excerpt
+        src, n, raw = line.source, line.lineno, line.raw
+        for k, v in d.items():
+            ev.settings.setdefault(k, v)
+            name = FACT_KEYS.get(k)
+            if name and v is not None:
+                if name == "kv_cache_dtype" and v == "auto":
+                    v = "auto"
+                ev.set_fact(name, v, src, n, excerpt(raw, k + "="))
+        if "disable_cuda_graph" in d:
+            ev.set_fact("cuda_graphs", not d["disable_cuda_graph"], src, n, excerpt(raw, "disable_cuda_graph"))
+            ev.set_fact("enforce_eager", bool(d["disable_cuda_graph"]), src, n, excerpt(raw, "disable_cuda_graph"))
+        if "disable_radix_cache" in d:
+            ev.set_fact("prefix_caching", not d["disable_radix_cache"], src, n, excerpt(raw, "disable_radix_cache"))
+        if "chunked_prefill_size" in d:
+            c = d["chunked_prefill_size"]
+            # -1 disables chunked prefill; None means "auto" (on) from 0.4.9, off in 0.2.x.
+            ev.set_fact("chunked_prefill", c is not None and c != -1 and c > 0 if isinstance(c, int) else None,
+                        src, n, excerpt(raw, "chunked_prefill_size"))
+            if isinstance(c, int) and c > 0:
+                ev.set_fact("max_num_batched_tokens", c, src, n, excerpt(raw, "chunked_prefill_size"))
+        if d.get("speculative_algorithm"):
+            ev.set_fact("speculative", True, src, n, excerpt(raw, "speculative_algorithm"))
+        for k, default in (("tp_size", 1), ("dp_size", 1), ("pp_size", 1)):
+            if k not in d and "model_path" in d:
+                ev.set_fact(FACT_KEYS[k], default, src, n, "(SGLang default)", override=False)
+        ev.settings.setdefault("launch_args", {})
+
+    def _batch(self, m, msg: str, line: Line, ev: Evidence, when) -> None:
+        if m.group("old"):
+            items = {k: float(v) for k, v in OLD_ITEM.findall(msg)}
+            self._prefill_tokens += items.get("new_token", 0)
+            self._prefill_cached += items.get("cached_token", 0)
+            self._prefill_seqs += items.get("seq", 0)
+            return
+        items = {}
+        for it in ITEM.finditer(msg[m.end():]):
+            items[it.group("k").strip()] = it.group("v").rstrip(",%")
+        kind = m.group("kind") or "Decode"
+        num = _num
+        graph = items.get("cuda graph") or items.get("npu graph") or items.get("cpu graph")
+        if graph is not None:
+            ev.count(f"sglang_{kind.lower()}_graph_{graph.lower()}")
+        if kind == "Prefill":
+            self._prefill_tokens += num(items.get("#new-token")) or 0
+            self._prefill_cached += num(items.get("#cached-token")) or 0
+            self._prefill_seqs += num(items.get("#new-seq")) or 0
+            ev.count("sglang_prefill_lines")
+            ev.add_event("prefill_batch", line.source, line.lineno, line.raw, when)
+            if not self._decode_seen:
+                # Logs with no Decode line (prefill-heavy excerpts) still show load and queue.
+                usage = num(items.get("token usage", items.get("full token usage")))
+                ev.add_stats({"time": when, "source": line.source, "line": line.lineno,
+                              "engine_idx": _dp_rank(line.tags), "running": num(items.get("#running-req")),
+                              "waiting": num(items.get("#queue-req")),
+                              "kv_usage": usage * 100 if usage is not None else None,
+                              "prompt_tps": num(items.get("input throughput (token/s)")), "kind": "prefill"})
+            return
+        if not self._decode_seen:
+            self._decode_seen = True
+            ev.stats_rows[:] = [r for r in ev.stats_rows if r.get("kind") != "prefill" or r["source"] != line.source]
+        usage = num(items.get("token usage", items.get("full token usage")))
+        running = num(items.get("#running-req"))
+        tokens = num(items.get("#token", items.get("#full token")))
+        gen = num(items.get("gen throughput (token/s)"))
+        row = {"time": when, "source": line.source, "line": line.lineno,
+               "engine_idx": _dp_rank(line.tags), "running": running,
+               "waiting": num(items.get("#queue-req")), "gen_tps": gen,
+               "kv_usage": usage * 100 if usage is not None else None,
+               "kv_tokens_used": tokens}
+        # Prompt tokens prefilled since the previous Decode line, as a rate.
+        if self._last_decode is not None and when is not None and self._last_decode < when:
+            secs = (when - self._last_decode).total_seconds()
+            row["prompt_tps"] = round(self._prefill_tokens / secs, 1)
+        elif self._last_decode is None:
+            row["prompt_tps"] = None
+        tot = self._prefill_tokens + self._prefill_cached
+        if tot:
+            row["prefix_hit"] = round(100 * self._prefill_cached / tot, 1)
+        if self._prefill_seqs:
+            row["prompt_len"] = round(tot / self._prefill_seqs, 1)
+        self._prefill_tokens = self._prefill_cached = self._prefill_seqs = 0.0
+        self._last_decode = when
+        acc = num(items.get("accept rate"))
+        if acc is not None:
+            ev.add_event("spec_decode", line.source, line.lineno, line.raw, when, acceptance=acc * 100)
+        elif items.get("accept len") is not None:
+            ev.add_event("spec_accept_len", line.source, line.lineno, line.raw, when, accept_len=num(items["accept len"]))
+        if graph is not None:
+            row["graph"] = graph == "True"
+        ev.add_stats(row)
+
+    # -- one-regex lines -------------------------------------------------------------
+    def _load_end(self, m, line, ev, when):
+        if m.group("usage"):
+            ev.set_fact("weights_gib_per_gpu", float(m.group("usage")), line.source, line.lineno, line.raw)
+        if m.group("dtype"):
+            ev.set_fact("dtype", m.group("dtype"), line.source, line.lineno, line.raw, override=False)
+        if m.group("type"):
+            ev.set_fact("architecture", m.group("type"), line.source, line.lineno, line.raw)
+        ev.add_event("startup_load", line.source, line.lineno, line.raw, when)
+
+    def _load_begin(self, m, line, ev, when):
+        # Free memory before the weights: close to the card's size on a dedicated GPU.
+        ev.set_fact("gpu_avail_at_start_gib", float(m.group("avail")), line.source, line.lineno, line.raw, override=False)
+
+    def _kv_alloc(self, m, line, ev, when):
+        ev.set_fact("kv_cache_tokens", int(m.group("n")), line.source, line.lineno, line.raw)
+        if m.group("k"):
+            ev.set_fact("kv_cache_memory_gib", float(m.group("k")) + float(m.group("v")), line.source, line.lineno, line.raw)
+        elif m.group("kv"):
+            ev.set_fact("kv_cache_memory_gib", float(m.group("kv")), line.source, line.lineno, line.raw)
+
+    def _kv_dtype(self, m, line, ev, when):
+        d = m.group("d")
+        ev.set_fact("kv_cache_dtype_effective", d, line.source, line.lineno, line.raw)
+
+    def _max_total(self, m, line, ev, when):
+        src, n, raw = line.source, line.lineno, line.raw
+        ev.set_fact("kv_cache_tokens", int(m.group("n")), src, n, raw)
+        rest = dict(re.findall(r"(\w+)=([\d.]+)", m.group("rest")))
+        if "max_running_requests" in rest:
+            ev.set_fact("max_num_seqs", int(float(rest["max_running_requests"])), src, n, raw)
+        if "context_len" in rest:
+            ev.set_fact("max_model_len", int(float(rest["context_len"])), src, n, raw)
+        if "chunked_prefill_size" in rest:
+            c = int(float(rest["chunked_prefill_size"]))
+            ev.set_fact("chunked_prefill", c > 0, src, n, raw)
+            if c > 0:
+                ev.set_fact("max_num_batched_tokens", c, src, n, raw)
+        if "available_gpu_mem" in rest:
+            ev.set_fact("available_gpu_mem_gib", float(rest["available_gpu_mem"]), src, n, raw)
+
+    def _graph_bs(self, m, line, ev, when):
+        sizes = [int(x) for x in m.group("bs").replace(" ", "").split(",") if x]
+        ev.set_fact("cuda_graph_max_size", max(sizes), line.source, line.lineno, line.raw[:200])
+        ev.set_fact("cuda_graphs", True, line.source, line.lineno, line.raw[:200])
+        ev.add_event("cuda_graph_capture", line.source, line.lineno, line.raw[:200], when)
+
+    def _graph_end(self, m, line, ev, when):
+        ev.set_fact("cuda_graphs", True, line.source, line.lineno, line.raw)
+        ev.set_fact("capture_seconds", float(m.group("s")), line.source, line.lineno, line.raw)
+        ev.add_event("cuda_graph_capture", line.source, line.lineno, line.raw, when)
+
+    def _ready(self, m, line, ev, when):
+        ev.add_event("server_ready", line.source, line.lineno, line.raw, when)
+
+    def _retract(self, m, line, ev, when):
+        # Every TP rank prints the same retraction: count it once (rank 0 or untagged lines).
+        if not line.tags or re.search(r"\bTP0\b", line.tags) or "TP" not in line.tags:
+            ev.add_event("preemption", line.source, line.lineno, line.raw, when, n=int(m.group("n")))
+            ev.counters["retracted_total"] = ev.counters.get("retracted_total", 0) + int(m.group("n"))
+
+    def _oom(self, m, line, ev, when):
+        ev.add_event("oom", line.source, line.lineno, line.raw, when)
+
+    def _not_enough(self, m, line, ev, when):
+        ev.add_event("kv_capacity_error", line.source, line.lineno, line.raw, when)
+
+    def _crash(self, m, line, ev, when):
+        ev.add_event("engine_dead", line.source, line.lineno, line.raw, when)
+
+    def _cmdline(self, m, line, ev, when):
+        try:
+            toks = shlex.split(m.group("args"))
+        except ValueError:
+            toks = m.group("args").split()
+        d, i = {}, 0
+        while i < len(toks):
+            t = toks[i]
+            if t.startswith("--"):
+                key, eq, val = t[2:].partition("=")
+                key = key.replace("-", "_")
+                if eq:
+                    d[key] = kv.value(val)
+                elif i + 1 < len(toks) and not toks[i + 1].startswith("--"):
+                    d[key] = kv.value(toks[i + 1])
+                    i += 1
+                else:
+                    d[key] = True
+            i += 1
+        ev.settings.setdefault("launch_args", {}).update(d)
+        self._apply(d, line, ev)
+
+    def _nccl(self, m, line, ev, when):
+        ev.set_fact("nccl_version", m.group("v"), line.source, line.lineno, line.raw)
+
+    _simple = [
+        (LOAD_END, _load_end), (LOAD_BEGIN, _load_begin), (KV_ALLOC, _kv_alloc), (KV_DTYPE, _kv_dtype),
+        (MAX_TOTAL, _max_total), (GRAPH_BS, _graph_bs), (GRAPH_END, _graph_end), (READY, _ready),
+        (RETRACT, _retract), (OOM, _oom), (NOT_ENOUGH, _not_enough), (CRASH, _crash),
+        (CMDLINE, _cmdline), (NCCL_VER, _nccl),
+    ]
+
+
+def _num(x):
+    if x is None:
+        return None
+    try:
+        return float(str(x).split("=")[-1])
+    except ValueError:
+        return None
+
+
+def _dp_rank(tags: str) -> int:
+    m = re.search(r"\bDP(\d+)", tags or "")
+    return int(m.group(1)) if m else 0
+
+
+def _balanced(s: str) -> bool:
+    depth, quote = 0, None
+    for c in s:
+        if quote:
+            if c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+    return depth <= 0 and quote is None

@@ -1,0 +1,159 @@
+"""Whole-file inputs recognised by content: JSON (trtllm-serve `/metrics` IterationStats arrays,
+LLM API options) and YAML (`extra_llm_api_options`, SKU profiles as in seed 001)."""
+from __future__ import annotations
+
+import json
+import re
+
+from ..evidence.model import Evidence, InputInfo
+from .reader import Input, InputError
+from .trtllm import CONFIG_KEYS, add_iteration
+
+MAX_BYTES = 64 * 1024 * 1024
+YAML_LINE = re.compile(rb"^\s*(?:-\s+)?[\"']?[\w.\-/]+[\"']?\s*:(?:\s|$)")
+TRT_HINTS = ("kv_cache_config", "tensorrt_llm", "enable_chunked_context", "scheduler_config",
+             "cuda_graph_config", "free_gpu_memory_fraction", "max_num_tokens", "tokens_per_block",
+             "use_paged_kv_cache", "print_iter_log", "enable_iter_perf_stats", "backend")
+
+
+def sniff(head: bytes) -> str | None:
+    s = head.lstrip()
+    if s[:1] in (b"[", b"{"):
+        # A log line can start with `[` too (SGLang, TRT-LLM headers): JSON needs `[{` or `{"`.
+        if re.match(rb"\[\s*(\{|\])|\{\s*\"", s):
+            return "json"
+        return None
+    lines = [ln for ln in head.splitlines()[:40] if ln.strip() and not ln.lstrip().startswith(b"#")]
+    if len(lines) >= 2 and sum(bool(YAML_LINE.match(ln)) or ln.lstrip().startswith(b"- ") for ln in lines) >= 0.8 * len(lines):
+        return "yaml"
+    return None
+
+
+def load_structured(kind: str, inp: Input, ev: Evidence) -> InputInfo:
+    data = b"".join(inp.blocks())
+    if len(data) > MAX_BYTES:
+        raise InputError(f"{inp.display}: {kind.upper()} input larger than {MAX_BYTES // 2**20} MiB")
+    text = data.decode("utf-8", "replace")
+    info = InputInfo(path=inp.display, kind=kind, lines=text.count("\n") + (not text.endswith("\n")))
+    try:
+        if kind == "json":
+            try:
+                obj = json.loads(text, strict=False)
+            except ValueError:
+                obj, note = _salvage_json(text)
+                if obj is None:
+                    raise
+                info.errors.append(note)
+        else:
+            import yaml   # PyYAML: safe_load builds plain data only, never objects
+            obj = yaml.safe_load(text)
+    except (ValueError, Exception) as e:   # yaml.YAMLError has no common import-free base
+        line = getattr(getattr(e, "problem_mark", None), "line", None)
+        where = f":{line + 1}" if line is not None else (f":{e.lineno}" if hasattr(e, "lineno") else "")
+        raise InputError(f"{inp.display}{where}: not valid {kind.upper()} ({str(e).splitlines()[0][:120]})") from None
+    items = obj if isinstance(obj, list) else [obj]
+    if items and all(isinstance(x, dict) and ("iter" in x or "iterLatencyMS" in x or "Active Request Count" in x) for x in items):
+        info.kind = "trtllm-iteration-stats"
+        for i, it in enumerate(items, 1):
+            add_iteration(it, ev, inp.display, _line_of_item(text, i))
+        info.recognised_lines = info.lines
+        info.engine = "trtllm"
+        return info
+    if isinstance(obj, dict):
+        n = _config(obj, text, inp.display, ev)
+        if n:
+            info.kind = "config"
+            info.engine = "trtllm" if _is_trt(obj) else None
+            info.recognised_lines = n
+            info.unrecognised_lines = max(0, info.lines - n)
+            return info
+    raise InputError(f"{inp.display}: {kind.upper()} file with no known engine settings or iteration stats")
+
+
+NUM_PAIR = re.compile(r'"(\w[\w ]*)"\s*:\s*(-?[\d.]+(?:[eE][-+]?\d+)?|"[^"\n]*")')
+
+
+def _salvage_json(text: str):
+    """A pasted, truncated or elided (`...`) stats array: keep every object that decodes, and
+    from a damaged one the `"key": value` pairs that can still be read."""
+    dec = json.JSONDecoder(strict=False)
+    start = text.find("[")
+    if start < 0:
+        return None, ""
+    items, pos, damaged = [], start + 1, 0
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= len(text) or text[pos] != "{":
+            break
+        try:
+            obj, pos = dec.raw_decode(text, pos)
+            items.append(obj)
+        except ValueError:
+            nxt = text.find("\n    {", pos + 1)
+            chunk = text[pos: nxt if nxt > 0 else len(text)]
+            pairs = {k: json.loads(v) if v.startswith('"') else float(v) for k, v in NUM_PAIR.findall(chunk)}
+            if pairs:
+                items.append(pairs)
+            damaged += 1
+            if nxt < 0:
+                break
+            pos = nxt
+    if not items:
+        return None, ""
+    return items, f"damaged or truncated JSON: {len(items)} object(s) read, {damaged} only partly"
+
+
+def _is_trt(obj: dict) -> bool:
+    flat = _flatten(obj)
+    return any(h in k for k in flat for h in TRT_HINTS)
+
+
+def _flatten(obj, prefix=""):
+    out = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            key = f"{prefix}{k}"
+            if isinstance(v, dict):
+                out.update(_flatten(v, key + "."))
+            out[key] = v
+    return out
+
+
+def _config(obj: dict, text: str, source: str, ev: Evidence) -> int:
+    """Map known keys to facts; returns how many settings were recognised."""
+    flat = _flatten(obj)
+    n = 0
+    for key, v in flat.items():
+        parts = key.split(".")
+        name = CONFIG_KEYS.get(key) or CONFIG_KEYS.get(".".join(parts[-2:])) or CONFIG_KEYS.get(parts[-1])
+        line = _line_of_key(text, parts[-1])
+        cite = text.splitlines()[line - 1].strip() if line else key
+        if parts[-1] == "cuda_graph_config":
+            ev.set_fact("cuda_graphs", v is not None, source, line, cite)
+            n += 1
+        elif parts[-1] == "use_cuda_graph":
+            ev.set_fact("cuda_graphs", bool(v), source, line, cite)
+            n += 1
+        elif name and not isinstance(v, dict):
+            if name == "kv_cache_dtype" and isinstance(v, str):
+                v = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}.get(v.lower(), v.lower())
+            if name == "scheduler_policy" and isinstance(v, str):
+                v = v.upper()
+            ev.set_fact(name, v, source, line, cite)
+            n += 1
+        ev.settings.setdefault("config_file", {})[key] = v if not isinstance(v, dict) else "{…}"
+    return n
+
+
+def _line_of_key(text: str, key: str) -> int | None:
+    m = re.search(rf"(?m)^\s*[\"']?{re.escape(key)}[\"']?\s*:", text)
+    return text.count("\n", 0, m.start()) + 1 if m else None
+
+
+def _line_of_item(text: str, i: int) -> int:
+    """Line where the i-th top-level object of a JSON array starts (1 for one-line arrays)."""
+    if text.count("\n") < 2:
+        return 1
+    starts = [m.start() for m in re.finditer(r"(?m)^\s{0,4}\{", text)]
+    return text.count("\n", 0, starts[i - 1]) + 1 if i - 1 < len(starts) else 1

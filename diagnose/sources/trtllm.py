@@ -1,0 +1,288 @@
+"""TensorRT-LLM (C++ runtime, trtllm-serve / LLM API, Triton backend) → evidence.
+Formats: ../shared/reference/tensorrt-llm.md.
+
+Three shapes of input: log lines; a `/metrics` JSON array of IterationStats (a whole file);
+a YAML/JSON `extra_llm_api_options` or SKU profile (a whole file, see structured.py).
+"""
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+
+from ..evidence.model import Evidence
+from . import kv
+from .lineprefix import Line
+
+ENGINE = "trtllm"
+
+ENGINE_VERSION = re.compile(r"Engine version (?P<v>[\w.\-+]+) found in the config file")
+MPI = re.compile(r"MPI size: (?P<n>\d+)")
+MODEL_PARAM = re.compile(r"TRTGptModel (?P<k>\w+): (?P<v>.+)$")
+CAPACITY = re.compile(r"Capacity Scheduler Policy: (?P<p>\w+)")
+CHUNKING = re.compile(r"Context Chunking Scheduler Policy: (?P<p>\w+)")
+ENGINE_SIZE = re.compile(r"Loaded engine size: (?P<mib>[\d.]+) MiB")
+MEM_CALC = re.compile(r"Memory usage when calculating max tokens in paged kv cache: total: (?P<t>[\d.]+) GiB, available: (?P<a>[\d.]+) GiB")
+BLOCKS = re.compile(r"Number of blocks in KV cache primary pool: (?P<n>\d+)")
+TPB = re.compile(r"(?:Number of tokens per block: |tokens per block=)(?P<n>\d+)")
+PRIMARY = re.compile(r"primary blocks=(?P<n>\d+)")
+KV_ALLOC = re.compile(r"Allocated (?P<g>[\d.]+) (?P<u>GiB|MiB|GB) for max tokens in paged KV cache \((?P<n>\d+)\)")
+PAGED_TOKENS = re.compile(r"Using (?P<n>\d+) tokens in paged KV cache")
+PYT_LIMITS = re.compile(r"max_seq_len=(?P<seq>\d+), max_num_requests=(?P<req>\d+), max_num_tokens=(?P<tok>\d+)(?:, max_batch_size=(?P<bs>\d+))?")
+PYT_PEAK = re.compile(r"fraction is set (?P<f>[\d.]+), kv size is (?P<b>\d+)\.? device total memory (?P<t>[\d.]+) GiB")
+KV_DTYPE = re.compile(r"(?:kv[_ ]cache[_ ]dtype|kv_cache_type|KV cache dtype)[\"']?\s*[:=]\s*[\"']?(?:torch\.)?(?P<d>fp8|float16|fp16|bfloat16|bf16|float32|fp32|int8|auto|nvfp4)", re.I)
+ITER_LOG = re.compile(r"^iter = (?P<iter>\d+),.*?elapsed_time = (?P<el>[\d.]+)s.*?timestamp = (?P<ts>[\d\- :]+)(?P<rest>.*)$")
+TP_INTRA = re.compile(r"TP group is intra-node for rank")
+MEM_CHANGE = re.compile(r"\[MemUsageChange\] (?P<what>.*)")
+NOT_SPECIFIED = re.compile(r"^(?P<k>\w+) (?:is not specified|not set), (?:will use default value(?: of (?P<v>[\w.]+))?|defaulting to (?P<v2>[\w.]+)|will be (?:set to |automatically set)(?P<v3>[\w.]*))")
+EVICT = re.compile(r"(?:pause|evict)\w* request", re.I)
+ERROR = re.compile(r"(?:Assertion failed|RuntimeError|CUDA runtime error|Executor worker returned error|Encountered an error in forward)")
+
+# `TRTGptModel <key>` → normalized facts
+MODEL_KEYS = {"maxNumSequences": "max_num_seqs", "maxSequenceLen": "max_model_len",
+              "maxNumTokens": "max_num_batched_tokens", "maxBatchSize": "max_batch_size"}
+# YAML / LLM API keys → normalized facts (dotted keys are nested sections).
+CONFIG_KEYS = {
+    "tensor_parallel_size": "tensor_parallel_size", "tp_size": "tensor_parallel_size",
+    "pipeline_parallel_size": "pipeline_parallel_size", "pp_size": "pipeline_parallel_size",
+    "max_batch_size": "max_num_seqs", "max_num_tokens": "max_num_batched_tokens",
+    "max_seq_len": "max_model_len", "kv_cache_dtype": "kv_cache_dtype",
+    "kv_cache_config.dtype": "kv_cache_dtype", "kv_cache_config.free_gpu_memory_fraction": "gpu_memory_utilization",
+    "kv_cache_free_gpu_memory_fraction": "gpu_memory_utilization",
+    "free_gpu_memory_fraction": "gpu_memory_utilization",
+    "enable_chunked_prefill": "chunked_prefill", "enable_chunked_context": "chunked_prefill",
+    "scheduler_config.capacity_scheduler_policy": "scheduler_policy", "scheduler_policy": "scheduler_policy",
+    "capacity_scheduler_policy": "scheduler_policy", "batch_scheduler_policy": "scheduler_policy",
+    "kv_cache_config.enable_block_reuse": "prefix_caching", "enable_kv_cache_reuse": "prefix_caching",
+    "kv_cache_config.tokens_per_block": "tokens_per_block", "tokens_per_block": "tokens_per_block",
+    "model": "model", "max_concurrent_sessions": "max_sessions", "max_queue_depth": "max_queue_depth",
+}
+STATS_KEYS = ("Active Request Count", "numActiveRequests", "iterLatencyMS")
+
+
+class TrtllmParser:
+    engine = ENGINE
+
+    def __init__(self) -> None:
+        self.version: str | None = None
+        self._pending: list[str] | None = None
+        self._pending_line: Line | None = None
+        self._tpb: int | None = None
+        self._blocks: int | None = None
+
+    def wants_more(self) -> bool:
+        return self._pending is not None
+
+    def more(self, text: str, ev: Evidence) -> None:
+        # A Triton stats JSON line wrapped by the paste: join until the braces close.
+        self._pending.append(text.rstrip("\r\n"))
+        body = "".join(self._pending)
+        if body.count("{") <= body.count("}") or len(self._pending) > 50:
+            self._json_line(body, self._pending_line, ev)
+            self._pending = None
+
+    def feed(self, line: Line, ev: Evidence, when) -> bool:
+        msg = line.msg
+        if msg.startswith("{") and any(k in msg for k in ("Active Request", "Free KV cache", "iterLatencyMS", "kvCacheStats")):
+            if msg.count("{") > msg.count("}"):
+                self._pending, self._pending_line = [line.raw[line.raw.find("{"):]], line
+            else:
+                self._json_line(msg, line, ev)
+            return True
+        if line.fmt not in ("trtllm", "triton") and "TRTGptModel" not in msg and "TensorRT-LLM" not in line.raw:
+            return False
+        m = ITER_LOG.match(msg)
+        if m:
+            self._iter_log(m, line, ev)
+            return True
+        m = MODEL_PARAM.search(msg)
+        if m:
+            k, v = m.group("k"), m.group("v").strip()
+            name = MODEL_KEYS.get(k)
+            n = re.match(r"\d+", v)
+            if name and n:
+                ev.set_fact(name, int(n.group()), line.source, line.lineno, line.raw)
+            if k == "maxInputLen":
+                ev.set_fact("chunked_prefill", "chunked context is enabled" in v, line.source, line.lineno, line.raw)
+            ev.settings.setdefault("TRTGptModel", {})[k] = v
+            return True
+        for rx, fn in self._simple:
+            m = rx.search(msg)
+            if m:
+                fn(self, m, line, ev, when)
+                return True
+        return False
+
+    # -- per-iteration stats --------------------------------------------------------------
+    def _json_line(self, text: str, line: Line, ev: Evidence) -> None:
+        try:
+            obj = json.loads(text, strict=False)
+        except ValueError:
+            ev.count("trtllm_bad_json")
+            return
+        add_iteration(obj, ev, line.source, line.lineno)
+
+    def _iter_log(self, m, line, ev):
+        rest = m.group("rest")
+        states = {}
+        i = rest.find("states = ")
+        if i >= 0:
+            states = kv.parse_dict(rest[i + len("states = "):]) or {}
+        sched = re.search(r"num_scheduled_requests[:=] (\d+)", rest)
+        util = re.search(r"kv_cache_util = ([\d.]+)", rest)
+        el = float(m.group("el"))
+        ctx = float(states.get("num_ctx_tokens", 0) or 0)
+        gen = float(states.get("num_generation_tokens", 0) or 0)
+        try:
+            when = datetime.fromisoformat(m.group("ts").strip())
+        except ValueError:
+            when = line.dt
+        ev.add_stats({"time": when, "source": line.source, "line": line.lineno, "engine_idx": 0,
+                      "running": float(sched.group(1)) if sched else None, "waiting": None,
+                      "prompt_tps": ctx / el if el else None, "gen_tps": gen / el if el else None,
+                      "kv_usage": float(util.group(1)) * 100 if util else None})
+
+    # -- one-regex lines -----------------------------------------------------------------
+    def _version(self, m, line, ev, when):
+        self.version = m.group("v")
+        ev.set_fact("engine_version", self.version, line.source, line.lineno, line.raw)
+
+    def _mpi(self, m, line, ev, when):
+        ev.set_fact("world_size_logged", int(m.group("n")), line.source, line.lineno, line.raw)
+
+    def _capacity(self, m, line, ev, when):
+        ev.set_fact("scheduler_policy", m.group("p"), line.source, line.lineno, line.raw)
+
+    def _chunking(self, m, line, ev, when):
+        ev.settings["context_chunking_policy"] = m.group("p")
+
+    def _engine_size(self, m, line, ev, when):
+        ev.set_fact("weights_gib_per_gpu", round(float(m.group("mib")) / 1024, 2), line.source, line.lineno, line.raw)
+
+    def _mem_calc(self, m, line, ev, when):
+        ev.set_fact("gpu_memory_gib", float(m.group("t")), line.source, line.lineno, line.raw)
+
+    def _blocks_fn(self, m, line, ev, when):
+        self._blocks = int(m.group("n"))
+        self._kv_tokens(line, ev)
+
+    def _tpb_fn(self, m, line, ev, when):
+        self._tpb = int(m.group("n"))
+        ev.set_fact("tokens_per_block", self._tpb, line.source, line.lineno, line.raw)
+        p = PRIMARY.search(line.msg)
+        if p:
+            self._blocks = int(p.group("n"))
+        self._kv_tokens(line, ev)
+
+    def _kv_tokens(self, line, ev):
+        if self._blocks and self._tpb and "kv_cache_tokens" not in ev.facts:
+            ev.set_fact("kv_cache_tokens", self._blocks * self._tpb, line.source, line.lineno,
+                        f"{line.raw}  (primary blocks {self._blocks} × {self._tpb} tokens per block)")
+
+    def _kv_alloc(self, m, line, ev, when):
+        g = float(m.group("g")) / (1024 if m.group("u") == "MiB" else 1)
+        ev.set_fact("kv_cache_memory_gib", round(g, 2), line.source, line.lineno, line.raw)
+        ev.set_fact("kv_cache_tokens", int(m.group("n")), line.source, line.lineno, line.raw)
+
+    def _paged(self, m, line, ev, when):
+        ev.set_fact("kv_cache_tokens", int(m.group("n")), line.source, line.lineno, line.raw)
+
+    def _pyt_limits(self, m, line, ev, when):
+        src, n, raw = line.source, line.lineno, line.raw
+        ev.set_fact("max_model_len", int(m.group("seq")), src, n, raw)
+        ev.set_fact("max_num_seqs", int(m.group("req")), src, n, raw)
+        ev.set_fact("max_num_batched_tokens", int(m.group("tok")), src, n, raw)
+
+    def _pyt_peak(self, m, line, ev, when):
+        ev.set_fact("gpu_memory_utilization", float(m.group("f")), line.source, line.lineno, line.raw)
+        ev.set_fact("gpu_memory_gib", float(m.group("t")), line.source, line.lineno, line.raw)
+
+    def _kv_dtype(self, m, line, ev, when):
+        ev.set_fact("kv_cache_dtype", _norm_dtype(m.group("d")), line.source, line.lineno, line.raw)
+
+    def _mem_change(self, m, line, ev, when):
+        ev.count("trtllm_mem_usage_lines")
+
+    def _not_specified(self, m, line, ev, when):
+        k = m.group("k")
+        v = m.group("v") or m.group("v2") or m.group("v3") or "default"
+        ev.settings.setdefault("defaulted", {})[k] = v
+        # Triton backend defaults that matter for the diagnosis.
+        if k == "enable_chunked_context":
+            ev.set_fact("chunked_prefill", False, line.source, line.lineno, line.raw, override=False)
+        elif k == "kv_cache_free_gpu_mem_fraction":
+            ev.set_fact("gpu_memory_utilization", 0.9, line.source, line.lineno, line.raw, override=False)
+        elif k == "batch_scheduler_policy":
+            ev.set_fact("scheduler_policy", "GUARANTEED_NO_EVICT", line.source, line.lineno, line.raw, override=False)
+        elif k == "enable_kv_cache_reuse":
+            ev.set_fact("prefix_caching", False, line.source, line.lineno, line.raw, override=False)
+
+    def _intra(self, m, line, ev, when):
+        ev.add_event("tp_intra_node", line.source, line.lineno, line.raw, when)
+
+    def _error(self, m, line, ev, when):
+        if line.level in ("ERROR", "E"):
+            ev.add_event("engine_dead", line.source, line.lineno, line.raw, when)
+
+    _simple = [
+        (ENGINE_VERSION, _version), (MPI, _mpi), (CAPACITY, _capacity), (CHUNKING, _chunking),
+        (ENGINE_SIZE, _engine_size), (MEM_CALC, _mem_calc), (BLOCKS, _blocks_fn), (TPB, _tpb_fn),
+        (KV_ALLOC, _kv_alloc), (PAGED_TOKENS, _paged), (PYT_LIMITS, _pyt_limits), (PYT_PEAK, _pyt_peak),
+        (KV_DTYPE, _kv_dtype), (TP_INTRA, _intra), (NOT_SPECIFIED, _not_specified),
+        (MEM_CHANGE, _mem_change), (ERROR, _error),
+    ]
+
+
+def _norm_dtype(d: str) -> str:
+    d = d.lower()
+    return {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}.get(d, d)
+
+
+def add_iteration(obj: dict, ev: Evidence, source: str, line: int) -> None:
+    """One IterationStats object (trtllm-serve /metrics) or Triton stats line → a stats row."""
+    g = obj.get
+    kvs = g("kvCacheStats") or obj      # salvaged (flattened) objects carry the keys at top level
+    ifb = g("inflightBatchingStats") or obj
+    if "Active Request Count" in obj:   # Triton backend's flat form
+        maxb, used = g("Max KV cache blocks"), g("Used KV cache blocks")
+        if used is None and maxb is not None and g("Free KV cache blocks") is not None:
+            used = maxb - g("Free KV cache blocks")
+        row = {"running": g("Active Request Count"), "waiting": g("Waiting Requests", g("Queued Requests")),
+               "kv_usage": 100.0 * used / maxb if maxb and used is not None else None, "ctx_tokens": g("Total Context Tokens"),
+               "paused": g("Paused Requests")}
+        ts = g("Timestamp")
+        cap = g("Max Request Count")
+        tpb = g("Tokens per KV cache block")
+    else:
+        maxb, used = kvs.get("maxNumBlocks"), kvs.get("usedNumBlocks")
+        row = {"running": g("numActiveRequests"), "waiting": g("numQueuedRequests"),
+               "kv_usage": 100.0 * used / maxb if maxb and used is not None else None, "ctx_tokens": ifb.get("numCtxTokens"),
+               "paused": ifb.get("numPausedRequests"), "prefix_hit": 100.0 * kvs["cacheHitRate"] if kvs.get("cacheHitRate") is not None else None}
+        lat = g("iterLatencyMS")
+        if lat:
+            row["prompt_tps"] = (ifb.get("numCtxTokens") or 0) / lat * 1000
+            row["gen_tps"] = (ifb.get("numGenRequests") or 0) / lat * 1000
+        ts = g("timestamp")
+        cap = g("maxNumActiveRequests")
+        tpb = kvs.get("tokensPerBlock")
+    when = None
+    if isinstance(ts, str):
+        for fmt in ("%m-%d-%Y %H:%M:%S.%f", "%m-%d-%Y %H:%M:%S"):
+            try:
+                when = datetime.strptime(ts, fmt)
+                break
+            except ValueError:
+                pass
+    row.update({"time": when, "source": source, "line": line, "engine_idx": 0})
+    for k in ("running", "waiting", "ctx_tokens", "paused"):
+        if row.get(k) is not None:
+            row[k] = float(row[k])
+    if cap:
+        ev.set_fact("max_num_seqs", int(cap), source, line, f"(IterationStats: maxNumActiveRequests / Max Request Count = {cap})", override=False)
+    if maxb and tpb:
+        ev.set_fact("kv_cache_tokens", int(maxb) * int(tpb), source, line, f"(IterationStats: {maxb} KV blocks × {tpb} tokens)", override=False)
+    if row.get("paused"):
+        ev.add_event("paused_requests", source, line, f"numPausedRequests={int(row['paused'])}", when, n=row["paused"])
+        ev.counters["paused_total"] = ev.counters.get("paused_total", 0) + int(row["paused"])
+    ev.set_fact("engine", ENGINE, override=False)
+    ev.add_stats(row)
