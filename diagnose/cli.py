@@ -55,40 +55,44 @@ def analyze(
 ) -> None:
     from . import redact
     from .engine.rules import RuleError
-    from .pipeline import analyze as run
+    from .pipeline import analyze_all, combined_json
     from .sources import InputError
 
     redact.ENABLED = not no_redact
     ignored = {x.strip() for item in ignore for x in item.split(",") if x.strip()}
     try:
-        analysis = run(files, rule_dirs=rules, ignore=ignored, year=year)
+        analyses = analyze_all(files, rule_dirs=rules, ignore=ignored, year=year)
     except (InputError, RuleError) as e:
         _die(str(e))
-    known = {r.id for r in analysis.rules}
+    known = {r.id for r in analyses[0].rules}
     unknown = sorted(ignored - known)
     if unknown:
         _die(f"--ignore: unknown rule id(s): {', '.join(unknown)} (see `diagnose rules`)")
-    data = analysis.to_json()
-    timeline = analysis.signals.timeline
+    parts = [(a.to_json(), a.signals.timeline) for a in analyses]
     if format is Format.json:
         from .reports.json_report import render
-        text = render(data)
+        text = render(combined_json(analyses))
     elif format is Format.markdown:
         from .reports.markdown import render
-        text = render(data, timeline)
+        text = "\n---\n\n".join(render(d, t) for d, t in parts)
     else:
         text = None
     if output:
-        _write_atomic(output, text if text is not None else _terminal_text(data, timeline, verbose))
+        _write_atomic(output, text if text is not None else "".join(_terminal_text(d, t, verbose) for d, t in parts))
     if text is not None and not output:
         sys.stdout.write(text)
     elif text is None or output:
         from rich.console import Console
         from .reports.terminal import render as term
-        term(data, Console(highlight=False, emoji=False), timeline, verbose)
+        console = Console(highlight=False, emoji=False)
+        for i, (d, t) in enumerate(parts):
+            if len(parts) > 1:
+                console.rule(f"deployment {i + 1} of {len(parts)}: {d['deployment'].get('engine') or 'unknown engine'}"
+                             f" — {', '.join(x['path'] for x in d['inputs'])}")
+            term(d, console, t, verbose)
     if fail_on is not FailOn.none:
         limit = SEVERITIES.index(fail_on.value)
-        if any(SEVERITIES.index(f["severity"]) <= limit for f in data["findings"]):
+        if any(SEVERITIES.index(f["severity"]) <= limit for d, _ in parts for f in d["findings"]):
             raise typer.Exit(1)
 
 

@@ -11,7 +11,7 @@ from .findings.model import Result
 from .findings.reconcile import reconcile
 from .findings.verdict import decide
 from .signals.derive import Signals, derive
-from .sources import load, resolve
+from .sources import load_groups, resolve
 
 SCHEMA_VERSION = 1
 
@@ -52,9 +52,23 @@ class Analysis:
 
 def analyze(paths: list[str], rule_dirs: list[str] | None = None, ignore: set[str] = frozenset(),
             year: int | None = None) -> Analysis:
+    """The single-deployment entry point (tests, library use): the first group."""
+    return analyze_all(paths, rule_dirs, ignore, year)[0]
+
+
+def analyze_all(paths: list[str], rule_dirs: list[str] | None = None, ignore: set[str] = frozenset(),
+                year: int | None = None) -> list[Analysis]:
+    """One Analysis per deployment: inputs from different engines are diagnosed separately."""
     rules = load_rules(rule_dirs)
-    ev = load(resolve(paths), year=year)
-    return analyze_evidence(ev, rules, ignore)
+    return [analyze_evidence(ev, rules, ignore) for ev in load_groups(resolve(paths), year=year)]
+
+
+def combined_json(analyses: list[Analysis]) -> dict:
+    """JSON for a run: schema v1 as is for one deployment; several under `analyses`."""
+    if len(analyses) == 1:
+        return analyses[0].to_json()
+    return {"schema_version": SCHEMA_VERSION, "tool": {"name": "diagnose", "version": __version__},
+            "analyses": [a.to_json() for a in analyses]}
 
 
 def analyze_evidence(ev: Evidence, rules: list[Rule], ignore: set[str] = frozenset()) -> Analysis:

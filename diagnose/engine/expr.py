@@ -44,6 +44,7 @@ def _known(x):
 
 FUNCS = {
     "min": min, "max": max, "abs": abs, "round": round, "int": int, "float": float, "str": str,
+    "lower": lambda x: str(x).lower(),
     "ceil": math.ceil, "floor": math.floor, "sqrt": math.sqrt, "log2": math.log2,
     # next power of two at or above x: for capture sizes and batch caps
     "pow2": lambda x: 1 << max(0, math.ceil(math.log2(max(1, x)))),

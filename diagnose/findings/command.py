@@ -1,62 +1,83 @@
-"""The launch command as the log shows it, and the same command with fixes applied."""
+"""The launch command as the log shows it, and the same command with fixes applied — in each
+engine's own flag names. TensorRT-LLM settings that live in the YAML options file (dotted keys,
+e.g. `kv_cache_config.dtype`) are rendered as the YAML to change instead."""
 from __future__ import annotations
 
 import json
 import shlex
 
 # Launch arguments that are not serving flags, or must not be echoed back.
-SKIP = {"model", "model_tag", "api_key", "subparser", "dispatch_function", "func", "ssl_keyfile",
-        "ssl_certfile", "hf_token"}
-# When only the config dump is known, these facts become flags if they differ from defaults.
-FROM_FACTS = {"tensor_parallel_size": 1, "pipeline_parallel_size": 1, "data_parallel_size": 1,
-              "enforce_eager": False, "kv_cache_dtype": "auto", "quantization": None}
+SKIP = {"model", "model_tag", "model_path", "api_key", "subparser", "dispatch_function", "func",
+        "ssl_keyfile", "ssl_certfile", "hf_token"}
+# Flag spellings that mean the same thing, normalized so a fix replaces rather than duplicates.
+ALIASES = {"sglang": {"--tp": "--tp-size", "--dp": "--dp-size", "--pp": "--pp-size", "--model": "--model-path"},
+           "trtllm": {}, "vllm": {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size",
+                                  "-dp": "--data-parallel-size", "--tensor_parallel_size": "--tensor-parallel-size"}}
+# When only a config dump is known: facts that become flags when they differ from the default.
+FROM_FACTS = {
+    "vllm": [("tensor_parallel_size", "--tensor-parallel-size", 1), ("pipeline_parallel_size", "--pipeline-parallel-size", 1),
+             ("data_parallel_size", "--data-parallel-size", 1), ("enforce_eager", "--enforce-eager", False),
+             ("kv_cache_dtype", "--kv-cache-dtype", "auto"), ("quantization", "--quantization", None)],
+    "sglang": [("tensor_parallel_size", "--tp-size", 1), ("pipeline_parallel_size", "--pp-size", 1),
+               ("data_parallel_size", "--dp-size", 1), ("enforce_eager", "--disable-cuda-graph", False),
+               ("kv_cache_dtype", "--kv-cache-dtype", "auto"), ("quantization", "--quantization", None),
+               ("gpu_memory_utilization", "--mem-fraction-static", None),
+               ("schedule_conservativeness", "--schedule-conservativeness", 1.0)],
+    "trtllm": [("tensor_parallel_size", "--tp_size", 1), ("pipeline_parallel_size", "--pp_size", 1),
+               ("max_num_seqs", "--max_batch_size", None), ("max_num_batched_tokens", "--max_num_tokens", None)],
+}
+HEADS = {"vllm": "vllm serve", "sglang": "python -m sglang.launch_server", "trtllm": "trtllm-serve"}
 
 
-def base_command(settings: dict, facts: dict) -> list[tuple[str, object]] | None:
+def base_command(settings: dict, facts: dict, engine: str = "vllm") -> list[tuple[str, object]] | None:
     """Ordered (flag, value) pairs; value True means a bare flag. None when unknown."""
     model = facts.get("model")
     if not model:
         return None
+    engine = engine if engine in HEADS else "vllm"
+    aliases = ALIASES[engine]
     args = settings.get("launch_args")
     pairs: list[tuple[str, object]] = [("__model__", model)]
     if args:
         for k, v in args.items():
             if k in SKIP or v is None:
                 continue
-            if k.startswith("--"):
-                k = k[2:]
-            pairs.append(("--" + k.replace("_", "-"), v))
+            flag = k if k.startswith("-") else "--" + (k if engine == "trtllm" else k.replace("_", "-"))
+            pairs.append((aliases.get(flag, flag), v))
     else:
-        for k, default in FROM_FACTS.items():
-            v = facts.get(k)
+        for fact, flag, default in FROM_FACTS[engine]:
+            v = facts.get(fact)
             if v is not None and v != default:
-                pairs.append(("--" + k.replace("_", "-"), v))
+                pairs.append((flag, v))
     return pairs
 
 
 def apply_fix(base: list, fix) -> str:
     remove = set(fix.remove)
+    cli = {k: v for k, v in fix.set.items() if k.startswith("-")}
+    yaml_keys = {k: v for k, v in fix.set.items() if not k.startswith("-")}
     out, seen = [], set()
     for flag, v in base:
         if flag in remove:
             continue
-        if flag in fix.set:
-            v = fix.set[flag]
+        if flag in cli:
+            v = cli[flag]
             seen.add(flag)
         out.append((flag, v))
-    for flag, v in fix.set.items():
+    for flag, v in cli.items():
         if flag not in seen:
             out.append((flag, v))
-    return render(out, fix.engine)
+    text = render(out, fix.engine)
+    if yaml_keys:
+        text += "\n# and in the --extra_llm_api_options / --config YAML:\n" + render_yaml(yaml_keys)
+    return text
 
 
 def render(pairs, engine: str) -> str:
-    head = {"vllm": "vllm serve", "sglang": "python -m sglang.launch_server --model-path",
-            "trtllm": "trtllm-serve"}.get(engine, "vllm serve")
-    parts = [head]
+    parts = [HEADS.get(engine, "vllm serve")]
     for flag, v in pairs:
         if flag == "__model__":
-            parts.append(shlex.quote(str(v)))
+            parts.append(f"--model-path {shlex.quote(str(v))}" if engine == "sglang" else shlex.quote(str(v)))
             continue
         if v is True:
             parts.append(flag)
@@ -70,3 +91,25 @@ def render(pairs, engine: str) -> str:
         else:
             parts.append(f"{flag} {shlex.quote(str(v))}")
     return " \\\n  ".join(parts) if len(parts) > 3 else " ".join(parts)
+
+
+def render_yaml(keys: dict) -> str:
+    """{'kv_cache_config.dtype': 'fp8', 'enable_chunked_prefill': 'true'} → nested YAML text."""
+    tree: dict = {}
+    for dotted, v in keys.items():
+        node = tree
+        *path, leaf = dotted.split(".")
+        for p in path:
+            node = node.setdefault(p, {})
+        node[leaf] = v
+
+    def emit(node, indent=0):
+        lines = []
+        for k, v in node.items():
+            if isinstance(v, dict):
+                lines.append(" " * indent + f"{k}:")
+                lines += emit(v, indent + 2)
+            else:
+                lines.append(" " * indent + f"{k}: {v if v is not True else 'true'}")
+        return lines
+    return "\n".join(emit(tree))

@@ -52,7 +52,7 @@ def reconcile(result: Result, rules: dict[str, Rule], settings: dict, facts: dic
             f.fix.note = " ".join(x for x in [f.fix.note, *notes] if x)
         combined.set.update(kept_set)
         combined.remove.extend(kept_remove)
-    base = base_command(settings, facts)
+    base = base_command(settings, facts, facts.get("engine") or "vllm")
     for f in result.findings:
         if base and not f.fix.empty():
             f.fix.command = apply_fix(base, f.fix)

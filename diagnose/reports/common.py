@@ -51,5 +51,9 @@ def evidence_line(e: dict) -> str:
 
 def fix_lines(fix: dict) -> list[str]:
     out = [f"remove {f}" for f in fix["flags"]["remove"]]
-    out += [k if v is True else f"{k} {v}" for k, v in fix["flags"]["set"].items()]
+    for k, v in fix["flags"]["set"].items():
+        if not k.startswith("-"):                       # a YAML key (TensorRT-LLM options file)
+            out.append(f"{k}: {'true' if v is True else v}")
+        else:
+            out.append(k if v is True else f"{k} {v}")
     return out

@@ -30,16 +30,68 @@ class Signals:
         return default if v is None else v
 
 
+# GPUs with FP8 tensor cores (Ada, Hopper, Blackwell and their embedded parts) — by name.
+FP8_YES = re.compile(r"H100|H200|H20\b|H800|GH200|L40|L4\b|L20|RTX\s*(?:PRO\s*)?\d*\s*Ada|RTX\s*40\d0|RTX\s*50\d0|RTX 6000 Ada|B100|B200|B300|GB200|GB300|GB10|Thor|DGX Spark|RTX 4000 Ada|RTX 2000 Ada", re.I)
+FP8_NO = re.compile(r"A100|A800|A10\b|A10G|A30|A40|A6000|V100|T4\b|P100|RTX\s*30\d0|RTX\s*20\d0|GTX|Orin", re.I)
+WIDE_KV = {"auto", "fp16", "bf16", "float16", "bfloat16", "fp32", "float32", "half", "float"}
+
+
 def derive(ev: Evidence) -> Signals:
     s = Signals()
     v = s.values
-    for name in FACT_NAMES + EXTRA_FACTS + ("nccl_network", "platform"):
+    for name in FACT_NAMES + EXTRA_FACTS + ("nccl_network", "platform", "scheduler_policy", "max_sessions",
+                                            "max_queue_depth", "available_gpu_mem_gib", "schedule_conservativeness",
+                                            "max_batch_size", "speculative_algorithm", "tokens_per_block",
+                                            "kv_cache_dtype_effective"):
         v[name] = ev.fact(name)
     _model_size(ev, v)
     _parallelism(ev, v)
     _events(ev, v)
     _runtime(ev, s)
+    _capacity(ev, v)
     return s
+
+
+def _capacity(ev: Evidence, v: dict) -> None:
+    """Per-request KV footprint and what the KV cache can hold, from what the log states."""
+    v["replicas"] = int(v.get("data_parallel_size") or 1)
+    ver = re.findall(r"\d+", str(v.get("engine_version") or ""))[:3]
+    v["version_num"] = int(ver[0]) * 10000 + int(ver[1]) * 100 + (int(ver[2]) if len(ver) > 2 else 0) if len(ver) >= 2 else None
+    dt = str(v.get("kv_cache_dtype") or "").lower()
+    eff = str(v.get("kv_cache_dtype_effective") or "").lower()
+    if dt:
+        v["kv_dtype_wide"] = (dt in WIDE_KV and not eff.startswith("float8")) if dt != "auto" or not eff else eff in WIDE_KV
+    name = " ".join(str(x) for x in (v.get("gpu_name"), v.get("platform_gpu")) if x)
+    v["fp8_capable"] = True if FP8_YES.search(name) else False if FP8_NO.search(name) else None
+    kvt, mem = v.get("kv_cache_tokens"), v.get("kv_cache_memory_gib")
+    if kvt and mem:
+        v["kv_bytes_per_token"] = round(mem * 2**30 / kvt, 1)
+    ctx = v.get("context_tokens_per_request")
+    if ctx is None and kvt and v.get("kv_usage_mean") is not None and v.get("running_mean"):
+        ctx = v["kv_usage_mean"] / 100 * kvt / v["running_mean"]
+    if ctx:
+        v["context_tokens_per_request"] = round(ctx)
+        if kvt:
+            v["max_sequences_by_memory"] = round(kvt / ctx, 1)
+        if v.get("kv_bytes_per_token"):
+            v["kv_gib_per_sequence"] = round(v["kv_bytes_per_token"] * ctx / 2**30, 2)
+    longest = max([x for x in (v.get("context_tokens_per_request"), v.get("prompt_tokens_per_request")) if x] or [0])
+    v["long_context"] = (longest >= 16000) if longest else None
+    v["rejections_total"] = ev.counters.get("status_503", 0) + ev.counters.get("status_429", 0)
+    v["kv_binding"] = _kv_binding(v)
+
+
+def _kv_binding(v: dict):
+    """Does the KV cache limit the run? True / False / None (cannot tell)."""
+    hits = [v.get("kv_capacity_error_count", 0) > 0, (v.get("preemptions_total") or 0) > 0,
+            (v.get("paused_total") or 0) > 0,
+            v.get("max_concurrency") is not None and v["max_concurrency"] < 1,
+            v.get("kv_usage_p95") is not None and v["kv_usage_p95"] >= 90 and (v.get("waiting_mean") or 0) >= 1]
+    if any(hits):
+        return True
+    if v.get("kv_usage_p95") is None and v.get("max_concurrency") is None:
+        return None
+    return False
 
 
 def _model_size(ev: Evidence, v: dict) -> None:
@@ -209,6 +261,18 @@ def _runtime(ev: Evidence, s: Signals) -> None:
         v[f"{col}_p50"] = stat(col, lambda x: x.quantile(0.5, "nearest"))
         v[f"{col}_p95"] = stat(col, lambda x: x.quantile(0.95, "nearest"))
     v["prefix_hit_last"] = stat("prefix_hit", lambda x: x[-1])
+    # Context held per running request (SGLang `#token` / `#running-req`), prompt length per
+    # admitted request (SGLang prefill lines), and how often decode ran outside CUDA graphs.
+    busy_rows = st.filter(pl.col("running") > 0)
+    if busy_rows["kv_tokens_used"].null_count() < busy_rows.height:
+        v["context_tokens_per_request"] = round(float((busy_rows["kv_tokens_used"] / busy_rows["running"]).drop_nulls().mean()))
+    if st["prompt_len"].null_count() < st.height:
+        v["prompt_tokens_per_request"] = round(float(st["prompt_len"].drop_nulls().mean()))
+    if st["graph"].null_count() < st.height:
+        v["decode_graph_off_share"] = round(1 - float(st["graph"].drop_nulls().cast(pl.Float64).mean()), 3)
+    cgm = v.get("cuda_graph_max_size")
+    if cgm and st["running"].null_count() < st.height:
+        v["running_over_graph_share"] = round(float((st["running"].drop_nulls() > cgm).mean()), 3)
     if st["running"].null_count() < st.height:
         v["offered_concurrency_max"] = round(float((st["running"].fill_null(0) + st["waiting"].fill_null(0)).max()), 1)
     if st["prompt_tps"].null_count() < st.height and st["gen_tps"].null_count() < st.height:
