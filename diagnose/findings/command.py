@@ -31,9 +31,8 @@ HEADS = {"vllm": "vllm serve", "sglang": "python -m sglang.launch_server", "trtl
 
 def base_command(settings: dict, facts: dict, engine: str = "vllm") -> list[tuple[str, object]] | None:
     """Ordered (flag, value) pairs; value True means a bare flag. None when unknown."""
-    model = facts.get("model")
-    if not model:
-        return None
+    # Without a model name (Triton logs, excerpts) the command still shows the flags to change.
+    model = facts.get("model") or "MODEL"
     engine = engine if engine in HEADS else "vllm"
     aliases = ALIASES[engine]
     args = settings.get("launch_args")

@@ -23,7 +23,7 @@ def decide(values: dict, findings: list) -> dict:
             also.append("misconfigured")
         if failed:
             also.append("failed: " + ", ".join(failed))
-        return {"bottleneck": b, "signals": signals[:3], "basis": basis, "also": also,
+        return {"bottleneck": b, "signals": [x for x in signals if x][:3], "basis": basis, "also": also,
                 "config_findings": config_bad}
 
     if not v.get("stats_samples"):
@@ -37,11 +37,13 @@ def decide(values: dict, findings: list) -> dict:
         return out("unknown", [f"only {v.get('steady_samples')} busy stats sample(s): too few to judge a steady state"])
     if v.get("all_idle"):
         return out("idle", [f"{v.get('idle_samples')} stats samples, all with 0 running / 0 waiting and no throughput"])
-    kv = f"KV usage p95 {fmt(v.get('kv_usage_p95'))} %"
-    wait = f"waiting mean {fmt(v.get('waiting_mean'))} (max {fmt(v.get('waiting_max'))})"
-    run = f"running mean {fmt(v.get('running_mean'))} (max {fmt(v.get('running_max'))})"
+    kv = f"KV usage p95 {fmt(v.get('kv_usage_p95'))} %" if v.get("kv_usage_p95") is not None else None
+    wait = f"waiting mean {fmt(v.get('waiting_mean'))} (max {fmt(v.get('waiting_max'))})" if v.get("waiting_mean") is not None else None
+    run = f"running mean {fmt(v.get('running_mean'))} (max {fmt(v.get('running_max'))})" if v.get("running_mean") is not None else None
+    evicted = (f"preemptions/retractions {fmt(v['preemptions_total'])}" if v.get("preemptions_total")
+               else f"paused requests {v['paused_total']}" if v.get("paused_total") else None)
     if "kv-cache-pressure" in fired or "kv-capacity-low" in fired and (v.get("kv_usage_p95") or 0) >= 90:
-        return out("kv-capacity-bound", [f"preemptions {fmt(v.get('preemptions_total'))}", kv, wait])
+        return out("kv-capacity-bound", [evicted, kv, wait])
     if "concurrency-cap" in fired or "queue-buildup" in fired or (v.get("waiting_mean") or 0) >= 1:
         return out("queue-saturated", [wait, run, kv])
     if "prefill-bound" in fired:

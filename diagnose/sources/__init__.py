@@ -109,6 +109,8 @@ def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False
                 recognised += 1
                 engine_lines[p.engine] = engine_lines.get(p.engine, 0) + 1
                 break
+    for p in parsers[1:]:
+        p.finish(ev)
     info.lines = counts.lines
     info.unreadable_lines = counts.unreadable
     info.recognised_lines = recognised

@@ -70,6 +70,12 @@ class SglangParser:
             self._server_args(body, self._pending_line, ev)
             self._pending = None
 
+    def finish(self, ev: Evidence) -> None:
+        """End of input with a dump still open (a truncated paste): use what was read."""
+        if self._pending is not None:
+            self._server_args("".join(self._pending), self._pending_line, ev)
+            self._pending = None
+
     # -- lines ------------------------------------------------------------------------
     def feed(self, line: Line, ev: Evidence, when) -> bool:
         msg = line.msg

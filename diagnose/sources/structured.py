@@ -120,10 +120,18 @@ def _flatten(obj, prefix=""):
     return out
 
 
+SKU = re.compile(r"thor|spark|gb10|[hb]\d00|a100|a10g?|l40s?|l4|rtx|jetson|orin", re.I)
+
+
 def _config(obj: dict, text: str, source: str, ev: Evidence) -> int:
     """Map known keys to facts; returns how many settings were recognised."""
     flat = _flatten(obj)
     n = 0
+    # A per-SKU profile (seed 001) names its GPU in the section key: `jetson_thor:`, `rtx_4000_pro:`.
+    skus = [k for k, v in obj.items() if isinstance(v, dict) and SKU.search(str(k))]
+    if len(skus) == 1:
+        line = _line_of_key(text, skus[0])
+        ev.set_fact("gpu_name", skus[0].replace("_", " ").title(), source, line, f"{skus[0]}: (SKU profile section)")
     for key, v in flat.items():
         parts = key.split(".")
         name = CONFIG_KEYS.get(key) or CONFIG_KEYS.get(".".join(parts[-2:])) or CONFIG_KEYS.get(parts[-1])

@@ -81,6 +81,11 @@ class TrtllmParser:
             self._json_line(body, self._pending_line, ev)
             self._pending = None
 
+    def finish(self, ev: Evidence) -> None:
+        if self._pending is not None:
+            self._json_line("".join(self._pending), self._pending_line, ev)
+            self._pending = None
+
     def feed(self, line: Line, ev: Evidence, when) -> bool:
         msg = line.msg
         if msg.startswith("{") and any(k in msg for k in ("Active Request", "Free KV cache", "iterLatencyMS", "kvCacheStats")):

@@ -1,0 +1,93 @@
+"""SGLang and TensorRT-LLM: the engine is recognised by content, the facts its files hold reach
+the JSON deployment under the shared names, and fixes use the engine's own flags."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from conftest import FIXTURES, SHARED, run_cli
+
+OTHER = SHARED / "samples" / "other"
+ENGINE_SAMPLES = sorted(p for p in OTHER.glob("*") if p.suffix in (".log", ".json")
+                        and re.match(r"(sglang|sgl-kernel|llama-benchy|trtllm|tensorrtllm|triton)", p.name)) if OTHER.exists() else []
+
+
+def expected_engine(name: str) -> str:
+    return "sglang" if name.startswith(("sglang", "sgl-kernel", "llama-benchy")) else "trtllm"
+
+
+@pytest.mark.skipif(not ENGINE_SAMPLES, reason="../shared/samples not present")
+@pytest.mark.parametrize("path", ENGINE_SAMPLES, ids=[p.name for p in ENGINE_SAMPLES])
+def test_engine_is_recognised_and_facts_reach_the_deployment(path):
+    p = run_cli("--format", "json", path)
+    assert p.returncode in (0, 1), p.stderr.decode()
+    d = json.loads(p.stdout)
+    assert d["inputs"][0]["engine"] == expected_engine(path.name)
+    dep = d["deployment"]
+    text = path.read_text(errors="replace").replace("\n", "")   # pastes wrap dumps mid-token
+    checks = [
+        (r"\btp_size=(\d+)", "tensor_parallel_size", int),
+        (r"\bmem_fraction_static=([\d.]+)", "gpu_memory_utilization", float),
+        (r"max_total_num_tokens=(\d+)", "kv_cache_tokens", int),
+        (r"TRTGptModel maxNumSequences: (\d+)", "max_num_seqs", int),
+        (r"TRTGptModel maxSequenceLen: (\d+)", "max_model_len", int),
+        (r"Engine version ([\w.]+) found", "engine_version", str),
+        (r"max_running_requests=(\d+)", "max_num_seqs", int),
+    ]
+    for rx, key, cast in checks:
+        m = re.findall(rx, text)
+        if m:
+            assert dep[key] == cast(m[-1]), (key, dep[key], m[-1])
+
+
+def test_sglang_healthy_log_has_no_finding_above_low():
+    d = json.loads(run_cli("--format", "json", FIXTURES / "sglang" / "healthy.log").stdout)
+    assert d["deployment"]["engine"] == "sglang" and d["deployment"]["cuda_graphs"] is True
+    assert all(f["severity"] in ("low", "info") for f in d["findings"]), [(f["id"], f["severity"]) for f in d["findings"]]
+
+
+def test_mixed_directory_is_diagnosed_per_engine():
+    p = run_cli("--format", "json", FIXTURES / "mixed")
+    assert p.returncode == 0, p.stderr.decode()
+    d = json.loads(p.stdout)
+    engines = sorted(a["deployment"]["engine"] for a in d["analyses"])
+    assert engines == ["sglang", "trtllm", "vllm"]
+    for a in d["analyses"]:
+        assert all(i["engine"] in (a["deployment"]["engine"], None) for i in a["inputs"])
+    md = run_cli("--format", "markdown", FIXTURES / "mixed").stdout.decode()
+    assert md.count("# diagnose:") == 3
+
+
+def test_seed000_sglang_long_context_no_queue_but_slow():
+    d = json.loads(run_cli("--format", "json", FIXTURES / "seed000" / "sglang.log").stdout)
+    by = {f["id"]: f for f in d["findings"]}
+    assert d["deployment"]["engine"] == "sglang"
+    assert {"prefill-bound", "long-context-overconcurrency"} <= set(by)
+    assert d["verdict"]["bottleneck"] == "prefill-bound"
+    ev = {e.get("metric"): e.get("value") for e in by["long-context-overconcurrency"]["evidence"]}
+    assert float(ev["kv_gib_per_sequence"]) > 0 and float(ev["max_sequences_by_memory"]) > 1
+    assert by["long-context-overconcurrency"]["fix"]["flags"]["set"] == {"--max-running-requests": "4"}
+    for f in d["findings"]:     # SGLang's own flag names only
+        for flag in list(f["fix"]["flags"]["set"]) + f["fix"]["flags"]["remove"]:
+            assert flag in ("--max-running-requests", "--chunked-prefill-size", "--kv-cache-dtype",
+                            "--mem-fraction-static", "--schedule-conservativeness", "--tp-size", "--dp-size",
+                            "--pp-size", "--cuda-graph-max-bs", "--disable-cuda-graph", "--disable-radix-cache"), flag
+    md = run_cli("--format", "markdown", FIXTURES / "seed000" / "sglang.log").stdout.decode()
+    cmd = md.split("```bash\n", 1)[1].split("```", 1)[0]
+    assert cmd.startswith("python -m sglang.launch_server") and "--max-running-requests 4" in cmd
+
+
+def test_seed001_trtllm_wide_kv_no_chunking_and_limits():
+    p = run_cli("--format", "json", FIXTURES / "seed001")
+    assert p.returncode == 0, p.stderr.decode()
+    d = json.loads(p.stdout)
+    assert d["deployment"]["engine"] == "trtllm"
+    by = {f["id"]: f for f in d["findings"]}
+    assert {"kv-cache-dtype-wide", "chunked-prefill-off"} <= set(by), list(by)
+    assert {"queue-full-rejections", "session-limit", "scheduler-evicting"} & set(by), list(by)
+    assert by["kv-cache-dtype-wide"]["fix"]["flags"]["set"] == {"kv_cache_config.dtype": "fp8"}
+    md = run_cli("--format", "markdown", FIXTURES / "seed001").stdout.decode()
+    cmd = md.split("```bash\n", 1)[1].split("```", 1)[0]
+    assert cmd.startswith("trtllm-serve") and "kv_cache_config:" in cmd and "dtype: fp8" in cmd
