@@ -41,7 +41,7 @@ def decide(values: dict, findings: list) -> dict:
     wait = f"waiting mean {fmt(v.get('waiting_mean'))} (max {fmt(v.get('waiting_max'))})" if v.get("waiting_mean") is not None else None
     run = f"running mean {fmt(v.get('running_mean'))} (max {fmt(v.get('running_max'))})" if v.get("running_mean") is not None else None
     evicted = (f"preemptions/retractions {fmt(v['preemptions_total'])}" if v.get("preemptions_total")
-               else f"paused requests {v['paused_total']}" if v.get("paused_total") else None)
+               else f"paused requests in {v['paused_samples']} samples (peak {v['paused_peak']})" if v.get("paused_samples") else None)
     if "kv-cache-pressure" in fired or "kv-capacity-low" in fired and (v.get("kv_usage_p95") or 0) >= 90:
         return out("kv-capacity-bound", [evicted, kv, wait])
     if "concurrency-cap" in fired or "queue-buildup" in fired or (v.get("waiting_mean") or 0) >= 1:

@@ -84,7 +84,7 @@ def _capacity(ev: Evidence, v: dict) -> None:
 def _kv_binding(v: dict):
     """Does the KV cache limit the run? True / False / None (cannot tell)."""
     hits = [v.get("kv_capacity_error_count", 0) > 0, (v.get("preemptions_total") or 0) > 0,
-            (v.get("paused_total") or 0) > 0,
+            (v.get("paused_samples") or 0) > 0,
             v.get("max_concurrency") is not None and v["max_concurrency"] < 1,
             v.get("kv_usage_p95") is not None and v["kv_usage_p95"] >= 90 and (v.get("waiting_mean") or 0) >= 1]
     if any(hits):
@@ -189,7 +189,8 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     # vLLM V0 preemption warnings, SGLang retractions, TRT-LLM paused requests: one count.
     logged_events = (ev.counters.get("preemptions_total", 0) + ev.counters.get("retracted_total", 0))
     v["preemptions_total"] = logged_events or None
-    v["paused_total"] = ev.counters.get("paused_total", 0)
+    v["paused_samples"] = ev.counters.get("paused_samples", 0)
+    v["paused_peak"] = ev.counters.get("paused_peak", 0)
     if not ev.stats_rows:
         v["steady_samples"] = 0
         return

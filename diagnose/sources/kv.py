@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 
 
 def split_top(s: str, sep: str = ",") -> list[str]:
@@ -66,10 +67,14 @@ def parse_pairs(body: str) -> dict:
     return out
 
 
+SIMPLE_PAIR = re.compile(r"^\w+=[\w.\-]+$")
+
+
 def _split_missing_comma(part: str) -> list[str]:
-    if part.count("=") > 1 and " " in part and not part.split("=", 1)[1].lstrip()[:1] in "{[('\"":
+    # Only plain `key=value key=value` runs; never reprs such as `SpeculativeConfig(method='eagle', …)`.
+    if part.count("=") > 1 and " " in part:
         bits = part.split(" ")
-        if all("=" in b for b in bits):
+        if all(SIMPLE_PAIR.match(b) for b in bits):
             return bits
     return [part]
 

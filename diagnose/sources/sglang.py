@@ -42,7 +42,7 @@ FACT_KEYS = {
     "dtype": "dtype", "cuda_graph_max_bs": "cuda_graph_max_size",
     "schedule_conservativeness": "schedule_conservativeness", "schedule_policy": "schedule_policy",
     "speculative_algorithm": "speculative_algorithm", "enable_dp_attention": "enable_dp_attention",
-    "attention_backend": "attention_backend",
+    "attention_backend": "attention_backend", "max_queued_requests": "max_queue_depth",
 }
 
 

@@ -56,6 +56,7 @@ CONFIG_KEYS = {
     "kv_cache_config.enable_block_reuse": "prefix_caching", "enable_kv_cache_reuse": "prefix_caching",
     "kv_cache_config.tokens_per_block": "tokens_per_block", "tokens_per_block": "tokens_per_block",
     "model": "model", "max_concurrent_sessions": "max_sessions", "max_queue_depth": "max_queue_depth",
+    "max_queued_requests": "max_queue_depth",
 }
 STATS_KEYS = ("Active Request Count", "numActiveRequests", "iterLatencyMS")
 
@@ -88,6 +89,12 @@ class TrtllmParser:
 
     def feed(self, line: Line, ev: Evidence, when) -> bool:
         msg = line.msg
+        if msg.startswith('"{') and msg.endswith('"'):
+            # Newer Triton quotes and escapes the message: "{\"Active Request Count\":…}"
+            try:
+                msg = json.loads(msg)
+            except ValueError:
+                pass
         if msg.startswith("{") and any(k in msg for k in ("Active Request", "Free KV cache", "iterLatencyMS", "kvCacheStats")):
             if msg.count("{") > msg.count("}"):
                 self._pending, self._pending_line = [line.raw[line.raw.find("{"):]], line
@@ -287,7 +294,9 @@ def add_iteration(obj: dict, ev: Evidence, source: str, line: int) -> None:
     if maxb and tpb:
         ev.set_fact("kv_cache_tokens", int(maxb) * int(tpb), source, line, f"(IterationStats: {maxb} KV blocks × {tpb} tokens)", override=False)
     if row.get("paused"):
+        # A request paused across several samples shows in each: count samples and the peak.
         ev.add_event("paused_requests", source, line, f"numPausedRequests={int(row['paused'])}", when, n=row["paused"])
-        ev.counters["paused_total"] = ev.counters.get("paused_total", 0) + int(row["paused"])
+        ev.counters["paused_samples"] = ev.counters.get("paused_samples", 0) + 1
+        ev.counters["paused_peak"] = max(ev.counters.get("paused_peak", 0), int(row["paused"]))
     ev.set_fact("engine", ENGINE, override=False)
     ev.add_stats(row)
