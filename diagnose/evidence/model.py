@@ -84,7 +84,12 @@ class Evidence:
         self.prompt_prefixes: dict[int, int] = {}  # hash of prompt head → times seen (never the text)
         self.hosts: set[str] = set()             # host names in NCCL lines
         self.ray_ips: set[str] = set()           # remote Ray worker addresses (`ip=` in prefixes)
+        self.gpu_rows: list[dict] = []           # one dict per GPU per sample (dmon, query CSV, NVML …)
+        self.gpu_info: dict[int, dict] = {}      # per GPU index: name, power_limit_w, sm_clock_max_mhz …
+        self.topology: dict = {}                 # {"gpus": [...], "links": {(a, b): "NV18"}, "lines": {...}}
+        self.year_guessed: dict[str, int] = {}   # source → year assumed for its year-less timestamps
         self._series = None
+        self._gpu_series = None
 
     # -- writing (sources) -------------------------------------------------
     def set_fact(self, name: str, value: Any, source: str | None = None,
@@ -121,6 +126,20 @@ class Evidence:
     def first_event(self, kind: str) -> Event | None:
         b = self.events.get(kind)
         return b[0] if b else None
+
+    @property
+    def gpu_series(self):
+        """GPU samples as a polars DataFrame, one row per GPU per sample."""
+        if self._gpu_series is None:
+            import polars as pl
+            schema = {"time": pl.Datetime, "gpu": pl.Int64, "cycle": pl.Int64, "source": pl.Utf8, "line": pl.Int64,
+                      "util": pl.Float64, "mem_util": pl.Float64, "power_w": pl.Float64, "sm_clock_mhz": pl.Float64,
+                      "mem_clock_mhz": pl.Float64, "temp_c": pl.Float64, "mem_used_mib": pl.Float64,
+                      "throttled": pl.Boolean}
+            rows = [{**{k: r.get(k) for k in schema}, "throttled": bool(r.get("reasons")) if "reasons" in r else None}
+                    for r in self.gpu_rows]
+            self._gpu_series = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+        return self._gpu_series
 
     @property
     def series(self):

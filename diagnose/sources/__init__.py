@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..evidence.model import Evidence, InputInfo
 from .common_lines import feed_common
+from .gpu import load_gpu, sniff_gpu
 from .lineprefix import Clock, peel
 from .reader import Input, InputError, resolve
 from .scanner import ScanCounts, scan
@@ -24,31 +25,33 @@ FIRST_BY_FMT = {"vllm": 0, "sglang": 1, "trtllm": 2, "triton": 2}
 SNIFF_BYTES = 512 * 1024
 
 
-def load(inputs: list[Input], year: int | None = None) -> Evidence:
+def load(inputs: list[Input], year: int | None = None, gpu_start=None, gpu_interval: float = 1.0) -> Evidence:
     ev = Evidence()
     for inp in inputs:
         ev.inputs.append(_load_one(inp, ev, year))
+    from ..evidence.timeline import align_gpu
+    align_gpu(ev, gpu_start, gpu_interval)
     _derive_facts(ev)
     return ev
 
 
-def load_groups(inputs: list[Input], year: int | None = None) -> list[Evidence]:
+def load_groups(inputs: list[Input], year: int | None = None, **kw) -> list[Evidence]:
     """One Evidence per deployment: inputs are grouped by the engine that wrote them.
 
     Inputs of no engine (NCCL-only excerpts, configs without engine keys) join the only engine
     group when there is one."""
     if len(inputs) <= 1:
-        return [load(inputs, year)]
+        return [load(inputs, year, **kw)]
     by_engine: dict[str | None, list[Input]] = {}
     for inp in inputs:
         by_engine.setdefault(_sniff_engine(inp, year), []).append(inp)
     engines = [e for e in by_engine if e is not None]
     if len(engines) <= 1:
-        return [load(inputs, year)]
+        return [load(inputs, year, **kw)]
     groups = [by_engine[e] for e in engines]
     if None in by_engine:
         groups.append(by_engine[None])
-    return [load(g, year) for g in groups]
+    return [load(g, year, **kw) for g in groups]
 
 
 def _sniff_engine(inp: Input, year) -> str | None:
@@ -57,6 +60,8 @@ def _sniff_engine(inp: Input, year) -> str | None:
     try:
         probe = Evidence()
         head = next(iter(inp.blocks()), b"")[:SNIFF_BYTES]
+        if sniff_gpu(head):
+            return None
         kind = sniff(head)
         if kind:
             return "trtllm" if b"TensorRT" in head or b"kv_cache_config" in head or b"iterLatencyMS" in head or b"Active Request Count" in head else None
@@ -71,6 +76,12 @@ def _sniff_engine(inp: Input, year) -> str | None:
 def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False) -> InputInfo:
     blocks = inp.blocks()
     first = next(blocks, b"")
+    gpu_kind = sniff_gpu(first[:SNIFF_BYTES]) if first else None
+    if gpu_kind:
+        replay = Input.__new__(Input)
+        replay.path, replay.display = inp.path, inp.display
+        replay.blocks = lambda: _chain(first, blocks)
+        return load_gpu(gpu_kind, replay, ev)
     kind = sniff(first[:SNIFF_BYTES]) if first else None
     if kind:
         replay = Input.__new__(Input)
@@ -111,6 +122,8 @@ def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False
                 break
     for p in parsers[1:]:
         p.finish(ev)
+    if clock.guessed and ev.stats_rows:
+        ev.year_guessed[inp.display] = clock.base_year
     info.lines = counts.lines
     info.unreadable_lines = counts.unreadable
     info.recognised_lines = recognised

@@ -65,6 +65,9 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
     if RAY_CLUSTER.search(msg):
         ev.add_event("ray", src, n, line.raw, when)
         return True
+    if "Not collecting DCP metrics" in msg or "metric not enabled" in msg:
+        ev.add_event("dcgm_no_profiling", src, n, line.raw, when)
+        return True
     if msg.startswith("Traceback (most recent call last)"):
         ev.add_event("traceback", src, n, line.raw, when)
         return True

@@ -133,16 +133,20 @@ class Clock:
 
     def __init__(self, year: int | None = None) -> None:
         self.year = year or datetime.now().year
+        self.guessed = year is None      # no year given: GPU samples with dates may correct it
+        self.base_year = self.year
         self._last: tuple[int, int] | None = None
 
     def at(self, line: Line) -> datetime | None:
         if line.dt is not None:
             self.year = line.dt.year
+            self.guessed = False
             self._last = (line.dt.month, line.dt.day)
             return line.dt
         if line.iso and self._last is None:
             try:
                 self.year = int(line.iso[:4])
+                self.guessed = False
             except ValueError:
                 pass
         if line.stamp is None:

@@ -28,6 +28,8 @@ GREP_KEYWORDS = [
     "sglang",
     # TensorRT-LLM / Triton
     "TensorRT-LLM", "TRT-LLM", "[TRT]", "Active Request Count", "iterLatencyMS", "Free KV cache",
+    # DCGM exporter's own log
+    "DCP metrics", "metric not enabled",
 ]
 
 _KW = re.compile(b"|".join(re.escape(k.encode()) for k in GREP_KEYWORDS))
