@@ -52,6 +52,9 @@ def analyze(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="list rules that were not applicable"),
     no_redact: bool = typer.Option(False, "--no-redact", help="show prompts and user text from request logs"),
     year: Optional[int] = typer.Option(None, "--year", help="year of the first timestamp (logs omit it)"),
+    gpu_start: Optional[str] = typer.Option(None, "--gpu-start", help="when a dmon capture without -o DT started, e.g. '2025-11-14 09:51:38'"),
+    gpu_interval: float = typer.Option(1.0, "--gpu-interval", help="sampling interval of such a capture, seconds"),
+    gpu_name: Optional[str] = typer.Option(None, "--gpu-name", help="GPU model, for samples that do not name it (dmon), e.g. 'H100 SXM'"),
 ) -> None:
     from . import redact
     from .engine.rules import RuleError
@@ -61,7 +64,15 @@ def analyze(
     redact.ENABLED = not no_redact
     ignored = {x.strip() for item in ignore for x in item.split(",") if x.strip()}
     try:
-        analyses = analyze_all(files, rule_dirs=rules, ignore=ignored, year=year)
+        start = None
+        if gpu_start:
+            from datetime import datetime
+            try:
+                start = datetime.fromisoformat(gpu_start)
+            except ValueError:
+                _die(f"--gpu-start: not a date and time: {gpu_start!r} (e.g. 2025-11-14 09:51:38)")
+        analyses = analyze_all(files, rule_dirs=rules, ignore=ignored, year=year, gpu_start=start,
+                               gpu_interval=gpu_interval, gpu_name=gpu_name)
     except (InputError, RuleError) as e:
         _die(str(e))
     known = {r.id for r in analyses[0].rules}
@@ -140,6 +151,48 @@ def rules(rule_id: Optional[str] = typer.Argument(None, metavar="[ID]")) -> None
     sys.stdout.write(rule_doc(match[0]))
 
 
+gpu_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+
+
+@gpu_app.command(help="Sample the local GPUs through NVML (nvidia-ml-py) and diagnose them; "
+                      "--save keeps the samples as a file that `diagnose FILE` reads back later.")
+def gpu(
+    live: bool = typer.Option(False, "--live", help="sample the GPUs of this machine now"),
+    seconds: float = typer.Option(10.0, "--seconds", help="how long to sample"),
+    interval: float = typer.Option(1.0, "--interval", help="seconds between samples"),
+    save: Optional[str] = typer.Option(None, "--save", help="write the samples to this file (JSON lines)"),
+    format: Format = typer.Option(Format.terminal, "--format", "-f"),
+) -> None:
+    if not live:
+        _die("gpu: nothing to do — use `diagnose gpu --live [--seconds N] [--interval S] [--save FILE]`")
+    if seconds <= 0 or interval <= 0:
+        _die("gpu: --seconds and --interval must be positive")
+    from .sources.nvml_live import NoGPU, sample, write
+    from rich.progress import Progress
+    try:
+        with Progress(transient=True, console=__import__("rich.console").console.Console(stderr=True)) as bar:
+            task = bar.add_task(f"sampling NVML for {seconds:g} s", total=1.0)
+            result = sample(seconds, interval, on_tick=lambda f: bar.update(task, completed=f))
+    except NoGPU as e:
+        _die(f"gpu: {e}")
+    path = save
+    if path is None:
+        fd, path = tempfile.mkstemp(prefix="diagnose-gpu-", suffix=".jsonl")
+        os.close(fd)
+    try:
+        write(result, path)
+    except OSError as e:
+        _die(f"{path}: cannot write samples ({e.strerror or e})")
+    if save:
+        sys.stderr.write(f"diagnose: samples saved to {save} (read them back with `diagnose {save}`)\n")
+    sys.argv = ["diagnose", "--format", format.value, path]
+    try:
+        analyze_app(args=sys.argv[1:], prog_name="diagnose", standalone_mode=True)
+    finally:
+        if not save:
+            os.unlink(path)
+
+
 def main() -> None:
     try:
         _main()
@@ -159,5 +212,7 @@ def _main() -> None:
         return
     if argv[:1] == ["rules"]:
         rules_app(args=argv[1:], prog_name="diagnose rules")
+    elif argv[:1] == ["gpu"]:
+        gpu_app(args=argv[1:], prog_name="diagnose gpu")
     else:
         analyze_app(args=argv, prog_name="diagnose")

@@ -57,10 +57,15 @@ def analyze(paths: list[str], rule_dirs: list[str] | None = None, ignore: set[st
 
 
 def analyze_all(paths: list[str], rule_dirs: list[str] | None = None, ignore: set[str] = frozenset(),
-                year: int | None = None) -> list[Analysis]:
+                year: int | None = None, gpu_start=None, gpu_interval: float = 1.0,
+                gpu_name: str | None = None) -> list[Analysis]:
     """One Analysis per deployment: inputs from different engines are diagnosed separately."""
     rules = load_rules(rule_dirs)
-    return [analyze_evidence(ev, rules, ignore) for ev in load_groups(resolve(paths), year=year)]
+    groups = load_groups(resolve(paths), year=year, gpu_start=gpu_start, gpu_interval=gpu_interval)
+    if gpu_name:
+        for ev in groups:
+            ev.set_fact("gpu_name", gpu_name, text="(--gpu-name)")
+    return [analyze_evidence(ev, rules, ignore) for ev in groups]
 
 
 def combined_json(analyses: list[Analysis]) -> dict:

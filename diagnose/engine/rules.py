@@ -138,7 +138,7 @@ def load_rule(path: Path, domain: str = "user") -> Rule:
                            "note": fx.get("note", "")}
     # Compile every `{…}` template once, so a bad one fails at load time, not mid-report.
     texts = [rule.title, rule.fix_title, rule.impact] + [
-        t for fx in rule.fixes.values() for t in [fx["note"], *map(str, fx["set"].values())]]
+        t for fx in rule.fixes.values() for t in [fx["note"], *map(str, fx["set"].values()), *fx["remove"]]]
     for t in texts:
         for m in TEMPLATE.finditer(t or ""):
             try:

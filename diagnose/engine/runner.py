@@ -94,7 +94,8 @@ def _finding(rule: Rule, ev: Evidence, sig: Signals, engine: str) -> Finding:
     sev = _first_true(rule.severity_if, vals, rule.severity)
     conf = _first_true(rule.confidence_if, vals, rule.confidence)
     fx = rule.fixes.get(engine) or rule.fixes.get("any") or {"remove": [], "set": {}, "note": ""}
-    fix = Fix(engine=engine, remove=list(fx["remove"]), set=_flag_values(rule, fx["set"], vals),
+    removes = [r for r in (render(rule, x, vals) for x in fx["remove"]) if r and r != "?"]
+    fix = Fix(engine=engine, remove=removes, set=_flag_values(rule, fx["set"], vals),
               note=render(rule, fx["note"], vals))
     score = 0.0
     if rule.impact_score is not None:

@@ -17,7 +17,7 @@ def decide(values: dict, findings: list) -> dict:
 
     def out(b, signals, basis="engine stats"):
         also = []
-        if b == "communication-bound":   # the layout is the explanation, not a second problem
+        if b in ("communication-bound", "compute-bound"):   # the layout is the explanation, not a second problem
             config_bad[:] = [i for i in config_bad if i not in ("cross-node-tensor-parallel", "nccl-socket-fallback")]
         if b != "misconfigured" and config_bad:
             also.append("misconfigured")
@@ -26,6 +26,13 @@ def decide(values: dict, findings: list) -> dict:
         return {"bottleneck": b, "signals": [x for x in signals if x][:3], "basis": basis, "also": also,
                 "config_findings": config_bad}
 
+    if not v.get("stats_samples") and v.get("gpu_util_mean") is not None:
+        gpu_only = {"compute-bound": "compute-bound", "host-bound": "host-bound"}
+        for rid, b in gpu_only.items():
+            if rid in fired:
+                return out(b, [f"GPU {fmt(v['gpu_util_mean'])} % busy at {fmt(v.get('gpu_power_mean'))} W of {fmt(v.get('gpu_power_limit_w'))} W",
+                               "no engine log given: the runtime side is unknown"], "GPU samples only")
+        return out("unknown", [f"GPU {fmt(v['gpu_util_mean'])} % busy; no engine stats in the input"], "GPU samples only")
     if not v.get("stats_samples"):
         if failed:
             return {"bottleneck": "unknown", "signals": [f"the engine failed ({', '.join(failed)}) before any runtime stats"],
@@ -48,6 +55,16 @@ def decide(values: dict, findings: list) -> dict:
         return out("queue-saturated", [wait, run, kv])
     if "prefill-bound" in fired:
         return out("prefill-bound", [f"prompt share of tokens {fmt(v.get('prompt_share'))}", wait, run])
+    gpu = (f"GPU {fmt(v.get('gpu_util_p50'))} % busy (median) at {fmt(v.get('gpu_power_mean'))} W of {fmt(v.get('gpu_power_limit_w'))} W"
+           if v.get("gpu_util_mean") is not None else None)
+    if "compute-bound" in fired:
+        r = out("compute-bound", [gpu + " — the configuration is not the cause", run,
+                                  f"{fmt(v.get('gen_tps_per_request'))} tokens/s per request" if v.get("gen_tps_per_request") is not None else None],
+                "GPU samples + engine stats")
+        return r
+    if "host-bound" in fired:
+        return out("host-bound", [gpu + " (high util, low power: launch overhead)", run,
+                                  "CUDA graphs off" if v.get("cuda_graphs") is False else None], "GPU samples + engine stats")
     if v.get("tp_spans_nodes"):
         per = v.get("gen_tps_per_request")
         return out("communication-bound", [

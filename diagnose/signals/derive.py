@@ -24,6 +24,7 @@ class Signals:
     provenance: dict = field(default_factory=dict)   # signal → evidence dict(s) to cite
     window: str | None = None                        # human description of the steady window
     timeline: dict = field(default_factory=dict)     # name → list of floats (for sparklines)
+    steady_range: tuple | None = None                # (first, last) time of the steady window
 
     def get(self, name, default=None):
         v = self.values.get(name)
@@ -48,6 +49,14 @@ def derive(ev: Evidence) -> Signals:
     _parallelism(ev, v)
     _events(ev, v)
     _runtime(ev, s)
+    from .gpu import gpu_signals
+    basis = gpu_signals(ev, v, s.steady_range)
+    if basis:
+        s.provenance["gpu"] = {"metric": "GPU utilisation / power", "window": basis,
+                               "value": f"util mean {v.get('gpu_util_mean')} %, power mean {v.get('gpu_power_mean')} W"
+                                        + (f" of {v.get('gpu_power_limit_w')} W ({v.get('gpu_power_limit_source')})" if v.get('gpu_power_limit_w') else "")}
+    if v.get("topo_tp_pcie"):
+        v["tp_over_pcie"] = True if v.get("tensor_parallel_size") and v["tensor_parallel_size"] > 1 else v.get("tp_over_pcie")
     _capacity(ev, v)
     return s
 
@@ -246,6 +255,7 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     if t.null_count() == 0 and st.height:
         t0, t1 = t.min(), t.max()
         v["window_seconds"] = (t1 - t0).total_seconds()
+        s.steady_range = (t0, t1)
         s.window = f"steady window {t0:%m-%d %H:%M:%S}–{t1:%H:%M:%S} ({st.height} samples, idle and warm-up excluded)"
     else:
         s.window = f"steady window: {st.height} busy samples (idle and warm-up excluded)"

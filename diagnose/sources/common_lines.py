@@ -13,7 +13,8 @@ from .lineprefix import Line
 
 NCCL = re.compile(r"^(?P<host>[\w.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL (?P<lvl>INFO|WARN) (?P<text>.*)")
 ACCESS = re.compile(r'^INFO: +(?P<ip>[\w.:\[\]-]+):(?P<port>\d+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
-OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|out of memory\. Tried to allocate")
+OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|out of memory\. Tried to allocate"
+                 r"|CUDA runtime error in \S*cudaMalloc\S*.*out of memory")
 CAPACITY = re.compile(r"total capacity of (?P<gib>[\d.]+) GiB")
 NCCL_ERR = re.compile(r"NCCL error|DistBackendError|Watchdog caught collective operation timeout|NCCL WARN .*(?:timeout|failed)")
 RAY_CLUSTER = re.compile(r"Connecting to existing Ray cluster|Started a local Ray instance")
@@ -68,7 +69,7 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
     if "Not collecting DCP metrics" in msg or "metric not enabled" in msg:
         ev.add_event("dcgm_no_profiling", src, n, line.raw, when)
         return True
-    if msg.startswith("Traceback (most recent call last)"):
+    if "Traceback (most recent call last)" in msg:
         ev.add_event("traceback", src, n, line.raw, when)
         return True
     return False

@@ -21,6 +21,7 @@ TOPO_ROW = re.compile(r"^\s*(?P<name>GPU\d+|NIC\d+|mlx\d+_\d+)\s")
 TOPO_CELL = re.compile(r"NV\d+|SYS|NODE|PHB|PXB|PIX|X")
 NVLINK_GPU = re.compile(r"^GPU (?P<i>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)")
 NVLINK_LINK = re.compile(r"^\s+Link (?P<k>\d+): (?P<v><inactive>|<not supported>|[\d.]+ GB/s)")
+WRAPPED_RESULT = re.compile(r"query result: (\[\[.*\]\])")
 DCGM_LINE = re.compile(r"^(?:dcgm_fi|DCGM_FI)_\w+\{")
 # dmon column → normalized key (scale applied to turn the tool's unit into ours)
 DMON_COLS = {"pwr": ("power_w", 1), "gtemp": ("temp_c", 1), "temp": ("temp_c", 1), "sm": ("util", 1),
@@ -123,6 +124,11 @@ def _dmon(lines, src, ev, info) -> int:
         if DMON_UNITS.match(s):
             n += 1
             continue
+        m = NVLINK_GPU.match(s)     # `nvidia-smi -L` printed before the capture names the GPUs
+        if m:
+            _gpu_info(ev, int(m.group("i")), name=m.group("name"))
+            n += 1
+            continue
         if cols is None or s.startswith(("#", "$")):
             continue
         toks = s.split()
@@ -170,6 +176,10 @@ def _query(lines, src, ev, info) -> int:
             fields = [f.strip() for f in m.group("fields").split(",") if f.strip()]
             n += 1
             continue
+        m = WRAPPED_RESULT.search(line)
+        if m and fields:
+            # A tool logging nvidia-smi's answer (gpu-utils): `NV query result: [['1980', '']]`
+            line = ", ".join(x for x in re.findall(r"'([^']*)'", m.group(1)) if x != "") or line
         parts = [p.strip() for p in line.split(",")]
         if len(parts) >= 2 and sum(bool(QUERY_FIELD.match(p)) for p in parts) >= max(2, len(parts) - 1):
             fields = [re.sub(r" \[[^\]]*\]$", "", p) for p in parts]

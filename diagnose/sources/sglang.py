@@ -26,7 +26,8 @@ GRAPH_BS = re.compile(r"Capture cuda graph bs \[(?P<bs>[\d, ]+)\]")
 GRAPH_END = re.compile(r"Capture cuda graph end\. Time elapsed: (?P<s>[\d.]+) s")
 READY = re.compile(r"The server is fired up and ready to roll")
 RETRACT = re.compile(r"(?:[Dd]ecode out of memory happened|KV cache pool is full\. Retract requests)[.,] #retracted_reqs: (?P<n>\d+)")
-OOM = re.compile(r"(?:Prefill|Decode) out of memory\. Try to lower your batch size")
+# The KV token pool ran out (not a CUDA allocation failure): SGLang asks for a smaller batch.
+POOL_OOM = re.compile(r"(?:(?:Prefill|Decode) o|^O|: O)ut of memory\. Try to lower your batch size")
 NOT_ENOUGH = re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static")
 CRASH = re.compile(r"Scheduler hit an exception|Received sigquit from a child process|TpModelWorkerClient hit an exception|Exception in run_scheduler_process|detokenizer.*hit an exception")
 CMDLINE = re.compile(r"sglang\.launch_server\b(?P<args>.*)$")
@@ -270,8 +271,8 @@ class SglangParser:
             ev.add_event("preemption", line.source, line.lineno, line.raw, when, n=int(m.group("n")))
             ev.counters["retracted_total"] = ev.counters.get("retracted_total", 0) + int(m.group("n"))
 
-    def _oom(self, m, line, ev, when):
-        ev.add_event("oom", line.source, line.lineno, line.raw, when)
+    def _pool_oom(self, m, line, ev, when):
+        ev.add_event("kv_capacity_error", line.source, line.lineno, line.raw, when)
 
     def _not_enough(self, m, line, ev, when):
         ev.add_event("kv_capacity_error", line.source, line.lineno, line.raw, when)
@@ -307,7 +308,7 @@ class SglangParser:
     _simple = [
         (LOAD_END, _load_end), (LOAD_BEGIN, _load_begin), (KV_ALLOC, _kv_alloc), (KV_DTYPE, _kv_dtype),
         (MAX_TOTAL, _max_total), (GRAPH_BS, _graph_bs), (GRAPH_END, _graph_end), (READY, _ready),
-        (RETRACT, _retract), (OOM, _oom), (NOT_ENOUGH, _not_enough), (CRASH, _crash),
+        (RETRACT, _retract), (POOL_OOM, _pool_oom), (NOT_ENOUGH, _not_enough), (CRASH, _crash),
         (CMDLINE, _cmdline), (NCCL_VER, _nccl),
     ]
 
