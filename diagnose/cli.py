@@ -21,6 +21,8 @@ class Format(str, Enum):
     terminal = "terminal"
     markdown = "markdown"
     json = "json"
+    sarif = "sarif"
+    junit = "junit"
 
 
 class FailOn(str, Enum):
@@ -40,14 +42,17 @@ def _die(msg: str) -> None:
 analyze_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 
 
-@analyze_app.command(help="Diagnose vLLM (and later SGLang / TensorRT-LLM) logs: ranked findings, "
-                          "evidence, and the flags to change. FILES: log files, globs, .gz, or - for stdin.")
+@analyze_app.command(help="Diagnose vLLM, SGLang and TensorRT-LLM logs, GPU samples and metrics files: ranked "
+                          "findings, evidence, and the flags to change. FILES: files, directories, globs, .gz, or - for stdin.")
 def analyze(
     files: List[str] = typer.Argument(..., metavar="FILES...", show_default=False),
-    format: Format = typer.Option(Format.terminal, "--format", "-f", help="terminal, markdown or json"),
+    format: Format = typer.Option(Format.terminal, "--format", "-f", help="terminal, markdown, json, sarif or junit"),
     fail_on: FailOn = typer.Option(FailOn.none, "--fail-on", help="exit 1 when a finding is at or above this severity"),
+    fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="with --baseline: exit 1 when a key signal got worse beyond its noise band"),
+    baseline: List[str] = typer.Option([], "--baseline", help="the run to compare with: a log (repeatable) or a saved JSON report"),
     ignore: List[str] = typer.Option([], "--ignore", help="rule ids to suppress (comma-separated or repeated)"),
     rules: List[str] = typer.Option([], "--rules", help="a directory of extra rule files (repeatable)"),
+    config: Optional[str] = typer.Option(None, "--config", help="project config (default: ./.diagnose.toml when present)"),
     output: Optional[str] = typer.Option(None, "--output", "-o", help="write the report to this file"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="list rules that were not applicable"),
     no_redact: bool = typer.Option(False, "--no-redact", help="show prompts and user text from request logs"),
@@ -57,61 +62,118 @@ def analyze(
     gpu_name: Optional[str] = typer.Option(None, "--gpu-name", help="GPU model, for samples that do not name it (dmon), e.g. 'H100 SXM'"),
 ) -> None:
     from . import redact
+    from .config import ConfigError, load_config
     from .engine.rules import RuleError
     from .pipeline import analyze_all, combined_json
     from .sources import InputError
 
     redact.ENABLED = not no_redact
-    ignored = {x.strip() for item in ignore for x in item.split(",") if x.strip()}
     try:
-        start = None
-        if gpu_start:
-            from datetime import datetime
-            try:
-                start = datetime.fromisoformat(gpu_start)
-            except ValueError:
-                _die(f"--gpu-start: not a date and time: {gpu_start!r} (e.g. 2025-11-14 09:51:38)")
-        analyses = analyze_all(files, rule_dirs=rules, ignore=ignored, year=year, gpu_start=start,
-                               gpu_interval=gpu_interval, gpu_name=gpu_name)
+        cfg = load_config(config)
+    except ConfigError as e:
+        _die(str(e))
+    cli_ignored = {x.strip() for item in ignore for x in item.split(",") if x.strip()}
+    ignored = cli_ignored | cfg.active_ignores()
+    start = None
+    if gpu_start:
+        from datetime import datetime
+        try:
+            start = datetime.fromisoformat(gpu_start)
+        except ValueError:
+            _die(f"--gpu-start: not a date and time: {gpu_start!r} (e.g. 2025-11-14 09:51:38)")
+    kw = dict(rule_dirs=rules, ignore=ignored, year=year, gpu_start=start, gpu_interval=gpu_interval,
+              gpu_name=gpu_name, overrides=cfg.rules)
+    try:
+        analyses = analyze_all(files, **kw)
+        before = _baseline(baseline, kw) if baseline else None
     except (InputError, RuleError) as e:
         _die(str(e))
-    known = {r.id for r in analyses[0].rules}
-    unknown = sorted(ignored - known)
+    all_rules = analyses[0].rules
+    known = {r.id for r in all_rules}
+    unknown = sorted(cli_ignored - known)
     if unknown:
         _die(f"--ignore: unknown rule id(s): {', '.join(unknown)} (see `diagnose rules`)")
+    if fail_on_regression and not baseline:
+        _die("--fail-on-regression needs --baseline")
     parts = [(a.to_json(), a.signals.timeline) for a in analyses]
+    comparison = None
+    if before is not None:
+        from .findings.compare import compare
+        comparison = compare(before, parts[0][0])
+    suppressions = cfg.ignores
+    for d, _ in parts:
+        d["suppressions"] = suppressions
     if format is Format.json:
         from .reports.json_report import render
-        text = render(combined_json(analyses))
+        doc = combined_json(analyses)
+        doc["suppressions"] = suppressions
+        if comparison is not None:
+            doc["comparison"] = comparison
+        text = render(doc)
     elif format is Format.markdown:
-        from .reports.markdown import render
+        from .reports.markdown import render, render_comparison
         text = "\n---\n\n".join(render(d, t) for d, t in parts)
+        if comparison is not None:
+            text += render_comparison(comparison)
+    elif format is Format.sarif:
+        from .reports.sarif import render
+        text = render(analyses, all_rules)
+    elif format is Format.junit:
+        from .reports.junit import render
+        text = render(analyses, all_rules, {i["id"]: i["reason"] for i in suppressions if i["status"] == "active"})
     else:
         text = None
     if output:
-        _write_atomic(output, text if text is not None else "".join(_terminal_text(d, t, verbose) for d, t in parts))
+        _write_atomic(output, text if text is not None else "".join(_terminal_text(d, t, verbose, comparison) for d, t in parts))
     if text is not None and not output:
         sys.stdout.write(text)
     elif text is None or output:
         from rich.console import Console
-        from .reports.terminal import render as term
+        from .reports.terminal import render as term, render_comparison
         console = Console(highlight=False, emoji=False)
         for i, (d, t) in enumerate(parts):
             if len(parts) > 1:
                 console.rule(f"deployment {i + 1} of {len(parts)}: {d['deployment'].get('engine') or 'unknown engine'}"
                              f" — {', '.join(x['path'] for x in d['inputs'])}")
             term(d, console, t, verbose)
+        if comparison is not None:
+            render_comparison(comparison, console)
+    code = 0
     if fail_on is not FailOn.none:
         limit = SEVERITIES.index(fail_on.value)
         if any(SEVERITIES.index(f["severity"]) <= limit for d, _ in parts for f in d["findings"]):
-            raise typer.Exit(1)
+            code = 1
+    if fail_on_regression and comparison and any(s["verdict"] == "worse" for s in comparison["signals"].values()):
+        code = 1
+    if code:
+        raise typer.Exit(code)
 
 
-def _terminal_text(data, timeline, verbose) -> str:
+def _baseline(paths: list[str], kw: dict) -> dict:
+    """A saved JSON report is used as is; anything else is diagnosed with the same settings."""
+    import json
+    if len(paths) == 1 and paths[0].endswith(".json"):
+        try:
+            with open(paths[0], encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except (OSError, ValueError) as e:
+            doc = None
+            err = e
+        if isinstance(doc, dict) and doc.get("schema_version") == 1:
+            return doc["analyses"][0] if "analyses" in doc else doc
+        if doc is None and not isinstance(err, ValueError):
+            _die(f"{paths[0]}: cannot read baseline ({err})")
+    from .pipeline import analyze_all
+    return analyze_all(paths, **kw)[0].to_json()
+
+
+def _terminal_text(data, timeline, verbose, comparison=None) -> str:
     from rich.console import Console
-    from .reports.terminal import render as term
+    from .reports.terminal import render as term, render_comparison
     c = Console(record=True, width=120, file=open(os.devnull, "w"), color_system=None, emoji=False)
     term(data, c, timeline, verbose)
+    if comparison is not None:
+        render_comparison(comparison, c)
     return c.export_text()
 
 

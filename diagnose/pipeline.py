@@ -44,6 +44,7 @@ class Analysis:
             "verdict": r.verdict,
             "findings": [f.to_json() for f in r.findings],
             "fix": r.combined_fix.to_json() if r.combined_fix and not r.combined_fix.empty() else None,
+            "signals": self.signals.key_stats,
             "not_applicable": r.not_applicable,
             "passed": r.passed,
             "errors": r.errors,
@@ -58,14 +59,14 @@ def analyze(paths: list[str], rule_dirs: list[str] | None = None, ignore: set[st
 
 def analyze_all(paths: list[str], rule_dirs: list[str] | None = None, ignore: set[str] = frozenset(),
                 year: int | None = None, gpu_start=None, gpu_interval: float = 1.0,
-                gpu_name: str | None = None) -> list[Analysis]:
+                gpu_name: str | None = None, overrides: dict | None = None) -> list[Analysis]:
     """One Analysis per deployment: inputs from different engines are diagnosed separately."""
     rules = load_rules(rule_dirs)
     groups = load_groups(resolve(paths), year=year, gpu_start=gpu_start, gpu_interval=gpu_interval)
     if gpu_name:
         for ev in groups:
             ev.set_fact("gpu_name", gpu_name, text="(--gpu-name)")
-    return [analyze_evidence(ev, rules, ignore) for ev in groups]
+    return [analyze_evidence(ev, rules, ignore, overrides) for ev in groups]
 
 
 def combined_json(analyses: list[Analysis]) -> dict:
@@ -76,9 +77,10 @@ def combined_json(analyses: list[Analysis]) -> dict:
             "analyses": [a.to_json() for a in analyses]}
 
 
-def analyze_evidence(ev: Evidence, rules: list[Rule], ignore: set[str] = frozenset()) -> Analysis:
+def analyze_evidence(ev: Evidence, rules: list[Rule], ignore: set[str] = frozenset(),
+                     overrides: dict | None = None) -> Analysis:
     sig = derive(ev)
-    result = run_rules(rules, ev, sig, ignore)
+    result = run_rules(rules, ev, sig, ignore, overrides)
     facts = {k: f.value for k, f in ev.facts.items()}
     reconcile(result, {r.id: r for r in rules}, ev.settings, facts)
     result.verdict = decide(sig.values, result.findings)

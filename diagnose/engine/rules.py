@@ -49,6 +49,7 @@ class Rule:
     docs: dict = field(default_factory=dict)
     cases: list = field(default_factory=list)
     templates: dict = field(default_factory=dict)      # template text → compiled parts
+    params: dict = field(default_factory=dict)         # named thresholds; a config file may override them
 
 
 def builtin_rules_dir() -> Path:
@@ -121,8 +122,11 @@ def load_rule(path: Path, domain: str = "user") -> Rule:
         evidence=tuple(d.get("evidence", ())), impact=d.get("impact", ""),
         impact_score=expr(d["impact_score"], "impact_score") if "impact_score" in d else None,
         fix_risk=d.get("fix_risk", ""), defers_to=tuple(d.get("defers_to", ())),
-        docs=d.get("docs", {}), cases=d.get("cases", []),
+        docs=d.get("docs", {}), cases=d.get("cases", []), params=dict(d.get("params", {})),
     )
+    for k, v in rule.params.items():
+        if not k.isidentifier() or not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise RuleError(f"{path}:{_line_of(raw, k)}: param `{k}` must be a number")
     for item in d.get("severity_if", []):
         if item.get("severity") not in SEVERITIES:
             raise RuleError(f"{path}:{_line_of(raw, 'severity_if')}: severity_if needs a valid `severity`")

@@ -14,8 +14,11 @@ from .rules import TEMPLATE, Rule
 MAX_EVENT_LINES = 3
 
 
-def run_rules(rules: list[Rule], ev: Evidence, sig: Signals, ignore: set[str] = frozenset()) -> Result:
+def run_rules(rules: list[Rule], ev: Evidence, sig: Signals, ignore: set[str] = frozenset(),
+              overrides: dict | None = None) -> Result:
+    """`overrides`: rule id → {"severity": …, "params": {…}} from the project config."""
     engine = sig.values.get("engine") or "vllm"
+    overrides = overrides or {}
     findings, na, errors, passed = [], [], [], []
     for rule in rules:
         if rule.id in ignore:
@@ -27,15 +30,20 @@ def run_rules(rules: list[Rule], ev: Evidence, sig: Signals, ignore: set[str] = 
         if missing:
             na.append({"id": rule.id, "reason": "missing input: " + ", ".join(missing)})
             continue
+        ov = overrides.get(rule.id, {})
+        names = {**sig.values, **rule.params, **{k: v for k, v in (ov.get("params") or {}).items() if k in rule.params}}
         try:
-            hit = evaluate(rule.condition, sig.values)
+            hit = evaluate(rule.condition, names)
             if is_unknown(hit):
                 na.append({"id": rule.id, "reason": "inputs unknown for: " + rule.condition_text})
                 continue
             if not hit:
                 passed.append(rule.id)
                 continue
-            findings.append(_finding(rule, ev, sig, engine))
+            f = _finding(rule, ev, sig, engine, names)
+            if ov.get("severity") in ("critical", "high", "medium", "low", "info"):
+                f.severity = ov["severity"]
+            findings.append(f)
         except Exception as e:  # a broken rule must not break the run
             errors.append({"id": rule.id, "error": f"{type(e).__name__}: {e}"})
     return Result(findings=findings, not_applicable=na, errors=errors, passed=passed)
@@ -89,8 +97,7 @@ def _first_true(pairs: list, vals: dict, default: str) -> str:
     return default
 
 
-def _finding(rule: Rule, ev: Evidence, sig: Signals, engine: str) -> Finding:
-    vals = sig.values
+def _finding(rule: Rule, ev: Evidence, sig: Signals, engine: str, vals: dict) -> Finding:
     sev = _first_true(rule.severity_if, vals, rule.severity)
     conf = _first_true(rule.confidence_if, vals, rule.confidence)
     fx = rule.fixes.get(engine) or rule.fixes.get("any") or {"remove": [], "set": {}, "note": ""}

@@ -58,3 +58,20 @@ def render(data: dict, timeline: dict | None = None) -> str:
                      f"{i['unrecognised_lines']} not recognised" + (f", {i['unreadable_lines']} unreadable" if i["unreadable_lines"] else ""))
     out += ["<sub>" + "; ".join(notes) + f" · {len(data['not_applicable'])} rule(s) not applicable · diagnose {data['tool']['version']}</sub>", ""]
     return "\n".join(out)
+
+
+def render_comparison(c: dict) -> str:
+    out = ["", "## Compared with the baseline", ""]
+    if c["config_changes"]:
+        out += ["**Configuration changes** (these usually explain the rest):", "", "| setting | before | after |", "|---|---|---|"]
+        out += [f"| {_cell(x['key'])} | `{_cell(x['before'])}` | `{_cell(x['after'])}` |" for x in c["config_changes"]]
+        out.append("")
+    out.append(f"Findings — fixed: {', '.join(f'`{i}`' for i in c['fixed']) or 'none'}; "
+               f"new: {', '.join(f'`{i}`' for i in c['new']) or 'none'}; unchanged: {', '.join(f'`{i}`' for i in c['unchanged']) or 'none'}.")
+    out += ["", "| signal | before | after | change | verdict |", "|---|---|---|---|---|"]
+    for name, s in c["signals"].items():
+        ch = f"{s['change'] * 100:+.0f} %" if s.get("change") is not None else ""
+        out.append(f"| {name} | {s['before']} | {s['after']} | {ch} | **{s['verdict']}**"
+                   + (f" ({_cell(s['reason'])})" if s.get("reason") else "") + " |")
+    out += ["", f"<sub>Verdict rule: {c['rule']}.</sub>", ""]
+    return "\n".join(out)

@@ -19,7 +19,11 @@ def rule_doc(r) -> str:
     out = [f"# {r.id}", "", f"{r.docs.get('summary', '')}".strip(), "",
            f"Severity: {r.severity} · Engines: {', '.join(r.engines)} · Domain: {r.domain}",
            f"Needs: {', '.join(r.requires) or '(nothing beyond the log)'}",
-           f"Condition: {r.condition_text}", ""]
+           f"Condition: {r.condition_text}"]
+    if r.params:
+        out.append("Thresholds (override in .diagnose.toml under [rules." + r.id + "] params): "
+                   + ", ".join(f"{k} = {v}" for k, v in r.params.items()))
+    out.append("")
     for key, title in SECTIONS:
         val = r.docs.get(key)
         if not val:

@@ -60,8 +60,26 @@ def render(data: dict, console: Console, timeline: dict | None = None, verbose: 
     if data["errors"]:
         for e in data["errors"]:
             console.print(f"[red]rule error[/red] {e['id']}: {escape(e['error'])}")
+    for sup in data.get("suppressions") or []:
+        if sup["status"] == "expired":
+            console.print(f"[yellow]suppression of {sup['id']} expired on {sup['expires']}: it reports again[/yellow]")
     if verbose:
         for na in data["not_applicable"]:
             console.print(f"[dim]not applicable: {na['id']} — {escape(na['reason'])}[/dim]")
     else:
         console.print(f"[dim]{len(data['not_applicable'])} rule(s) not applicable (--verbose lists them)[/dim]")
+
+
+def render_comparison(c: dict, console: Console) -> None:
+    console.print("[bold]Compared with the baseline[/bold]")
+    for x in c["config_changes"]:
+        console.print(f"  config {escape(str(x['key']))}: {escape(str(x['before']))} → {escape(str(x['after']))}")
+    console.print(f"  fixed: {', '.join(c['fixed']) or 'none'} · new: {', '.join(c['new']) or 'none'}"
+                  f" · unchanged: {', '.join(c['unchanged']) or 'none'}")
+    colour = {"better": "green", "worse": "red", "unchanged": "dim", "inconclusive": "yellow"}
+    for name, s in c["signals"].items():
+        ch = f"{s['change'] * 100:+.0f} %" if s.get("change") is not None else ""
+        why = f" [dim]({escape(s['reason'])})[/dim]" if s.get("reason") else ""
+        console.print(f"  {name:>22} {s['before']!s:>10} → {s['after']!s:<10} {ch:>7}  "
+                      f"[{colour[s['verdict']]}]{s['verdict']}[/]{why}")
+    console.print(f"[dim]  verdict rule: {escape(c['rule'])}[/dim]")

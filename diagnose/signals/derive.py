@@ -25,6 +25,7 @@ class Signals:
     window: str | None = None                        # human description of the steady window
     timeline: dict = field(default_factory=dict)     # name → list of floats (for sparklines)
     steady_range: tuple | None = None                # (first, last) time of the steady window
+    key_stats: dict = field(default_factory=dict)    # signal name → {mean, std, n, p50, p95} for comparisons
 
     def get(self, name, default=None):
         v = self.values.get(name)
@@ -51,6 +52,11 @@ def derive(ev: Evidence) -> Signals:
     _runtime(ev, s)
     from .gpu import gpu_signals
     basis = gpu_signals(ev, v, s.steady_range)
+    if basis and v.get("gpu_util_mean") is not None:
+        g = ev.gpu_series["util"].drop_nulls()
+        s.key_stats["gpu_util"] = {"mean": v["gpu_util_mean"], "std": round(float(g.std() or 0.0), 3),
+                                   "n": v.get("gpu_samples_used") or int(g.len()), "p50": v.get("gpu_util_p50"),
+                                   "p95": None}
     if basis:
         s.provenance["gpu"] = {"metric": "GPU utilisation / power", "window": basis,
                                "value": f"util mean {v.get('gpu_util_mean')} %, power mean {v.get('gpu_power_mean')} W"
@@ -58,6 +64,10 @@ def derive(ev: Evidence) -> Signals:
     if v.get("topo_tp_pcie"):
         v["tp_over_pcie"] = True if v.get("tensor_parallel_size") and v["tensor_parallel_size"] > 1 else v.get("tp_over_pcie")
     _capacity(ev, v)
+    if v.get("preemptions_total") is not None and v.get("window_seconds"):
+        s.key_stats["preemption_rate"] = {"mean": round(v["preemptions_total"] / (v["window_seconds"] / 60), 3),
+                                          "std": None, "n": v.get("steady_samples"), "p50": None, "p95": None,
+                                          "unit": "per minute"}
     return s
 
 
@@ -209,10 +219,17 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     v["dp_engines_logged"] = engines
     if engines > 1 and df["time"].null_count() == 0:
         # One row per tick across DP engines: totals for load, means for percentages.
-        df = (df.group_by("time", maintain_order=True)
-                .agg(pl.col("line").min(), pl.col("source").first(),
-                     pl.col("prompt_tps", "gen_tps", "running", "waiting", "preemptions").sum(),
-                     pl.col("kv_usage", "prefix_hit").mean(), pl.col("swapped").sum()))
+        # DP engines log the same tick a second or two apart: bucket by the 10 s stats interval.
+        df = (df.with_columns(pl.col("time").dt.truncate("10s"))
+                .group_by("time", maintain_order=True)
+                .agg(pl.col("line").min(), pl.col("source").first(), pl.col("engine_idx").min(),
+                     # a sum over engines, but unknown (not 0) when no engine reported it
+                     *[pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(c)
+                       for c in ("prompt_tps", "gen_tps", "running", "waiting", "preemptions", "swapped",
+                                 "kv_tokens_used", "ctx_tokens", "paused")],
+                     pl.col("kv_usage", "prefix_hit", "prompt_len").mean(),
+                     pl.col("graph").all(), pl.col("kind").first())
+                .select(ev.series.columns))
     df = df.with_columns(
         busy=((pl.col("running") > 0).fill_null(False) | (pl.col("waiting") > 0).fill_null(False)
               | (pl.col("gen_tps") > 0).fill_null(False) | (pl.col("prompt_tps") > 0).fill_null(False)))
@@ -272,6 +289,14 @@ def _runtime(ev: Evidence, s: Signals) -> None:
         v[f"{col}_p50"] = stat(col, lambda x: x.quantile(0.5, "nearest"))
         v[f"{col}_p95"] = stat(col, lambda x: x.quantile(0.95, "nearest"))
     v["prefix_hit_last"] = stat("prefix_hit", lambda x: x[-1])
+    # Per-signal statistics kept in the JSON report so a later run can be compared with this one.
+    for name, col in (("generation_throughput", "gen_tps"), ("prompt_throughput", "prompt_tps"),
+                      ("running", "running"), ("waiting", "waiting"), ("kv_cache_usage", "kv_usage")):
+        x = st[col].drop_nulls()
+        if x.len():
+            s.key_stats[name] = {"mean": round(float(x.mean()), 3), "std": round(float(x.std() or 0.0), 3),
+                                 "n": int(x.len()), "p50": round(float(x.quantile(0.5, "nearest")), 3),
+                                 "p95": round(float(x.quantile(0.95, "nearest")), 3)}
     # Context held per running request (SGLang `#token` / `#running-req`), prompt length per
     # admitted request (SGLang prefill lines), and how often decode ran outside CUDA graphs.
     busy_rows = st.filter(pl.col("running") > 0)

@@ -1,0 +1,47 @@
+"""`--format junit`: JUnit XML for CI dashboards — one test case per rule: passed, failed (the
+finding), skipped (not applicable or suppressed), or error (the rule itself failed)."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from .common import evidence_line, fix_lines
+
+
+def render(analyses: list, rules: list, suppressed: dict | None = None) -> str:
+    suppressed = suppressed or {}
+    suites = ET.Element("testsuites", name="diagnose")
+    totals = {"tests": 0, "failures": 0, "skipped": 0, "errors": 0}
+    for a in analyses:
+        data = a.to_json()
+        name = f"diagnose: {data['deployment'].get('model') or 'deployment'} ({data['deployment'].get('engine') or 'unknown engine'})"
+        suite = ET.SubElement(suites, "testsuite", name=name)
+        fired = {f["id"]: f for f in data["findings"]}
+        na = {x["id"]: x["reason"] for x in data["not_applicable"]}
+        err = {x["id"]: x["error"] for x in data["errors"]}
+        counts = {"tests": 0, "failures": 0, "skipped": 0, "errors": 0}
+        for r in sorted(rules, key=lambda r: (r.domain, r.id)):
+            case = ET.SubElement(suite, "testcase", classname=f"diagnose.{r.domain}", name=r.id)
+            counts["tests"] += 1
+            if r.id in fired:
+                f = fired[r.id]
+                body = [f"{f['title']}", "", "Evidence:"] + [f"  {evidence_line(e)}" for e in f["evidence"]]
+                body += ["", f"Fix: {f['fix_title']}"] + [f"  {x}" for x in fix_lines(f["fix"])]
+                fail = ET.SubElement(case, "failure", message=f["title"], type=f["severity"])
+                fail.text = "\n".join(body)
+                counts["failures"] += 1
+            elif r.id in err:
+                ET.SubElement(case, "error", message=err[r.id], type="rule-error")
+                counts["errors"] += 1
+            elif r.id in suppressed:
+                ET.SubElement(case, "skipped", message=f"suppressed: {suppressed[r.id] or 'in the project config'}")
+                counts["skipped"] += 1
+            elif r.id in na:
+                ET.SubElement(case, "skipped", message=f"not applicable: {na[r.id]}")
+                counts["skipped"] += 1
+        for k, v in counts.items():
+            suite.set(k, str(v))
+            totals[k] += v
+    for k, v in totals.items():
+        suites.set(k, str(v))
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
