@@ -45,7 +45,7 @@ analyze_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_ex
 @analyze_app.command(help="Diagnose vLLM, SGLang and TensorRT-LLM logs, GPU samples and metrics files: ranked "
                           "findings, evidence, and the flags to change. FILES: files, directories, globs, .gz, or - for stdin.")
 def analyze(
-    files: List[str] = typer.Argument(..., metavar="FILES...", show_default=False),
+    files: List[str] = typer.Argument(None, metavar="FILES...", show_default=False),
     format: Format = typer.Option(Format.terminal, "--format", "-f", help="terminal, markdown, json, sarif or junit"),
     fail_on: FailOn = typer.Option(FailOn.none, "--fail-on", help="exit 1 when a finding is at or above this severity"),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="with --baseline: exit 1 when a key signal got worse beyond its noise band"),
@@ -60,6 +60,19 @@ def analyze(
     gpu_start: Optional[str] = typer.Option(None, "--gpu-start", help="when a dmon capture without -o DT started, e.g. '2025-11-14 09:51:38'"),
     gpu_interval: float = typer.Option(1.0, "--gpu-interval", help="sampling interval of such a capture, seconds"),
     gpu_name: Optional[str] = typer.Option(None, "--gpu-name", help="GPU model, for samples that do not name it (dmon), e.g. 'H100 SXM'"),
+    targets: Optional[str] = typer.Option(None, "--targets", help="SLO targets (TOML or YAML) per deployment or GPU SKU"),
+    prometheus: Optional[str] = typer.Option(None, "--prometheus", help="diagnose from a live Prometheus at this URL"),
+    since: str = typer.Option("30m", "--since", help="with --prometheus: how far back (e.g. 30m, 2h, 1d)"),
+    start_t: Optional[str] = typer.Option(None, "--start", help="with --prometheus: window start (ISO time); with --end instead of --since"),
+    end_t: Optional[str] = typer.Option(None, "--end", help="with --prometheus: window end (ISO time)"),
+    step: str = typer.Option("15s", "--step", help="with --prometheus: resolution of range queries"),
+    match: str = typer.Option("", "--match", help="with --prometheus: label matchers, e.g. '{namespace=\"prod\"}'"),
+    model: Optional[str] = typer.Option(None, "--model", help="with --prometheus: only this model_name"),
+    token_file: Optional[str] = typer.Option(None, "--prometheus-token-file", help="bearer token for --prometheus, read from this file"),
+    user: Optional[str] = typer.Option(None, "--prometheus-user", help="basic-auth user (password from DIAGNOSE_PROMETHEUS_PASSWORD)"),
+    insecure: bool = typer.Option(False, "--insecure", help="do not verify the Prometheus TLS certificate"),
+    timeout: float = typer.Option(30.0, "--timeout", help="seconds to wait for each Prometheus answer"),
+    partial: bool = typer.Option(False, "--partial", help="report what was fetched when Prometheus fails part-way"),
 ) -> None:
     from . import redact
     from .config import ConfigError, load_config
@@ -81,12 +94,27 @@ def analyze(
             start = datetime.fromisoformat(gpu_start)
         except ValueError:
             _die(f"--gpu-start: not a date and time: {gpu_start!r} (e.g. 2025-11-14 09:51:38)")
+    files = files or []
+    if not files and not prometheus:
+        _die("no input given (pass log files, a directory, a glob, - for stdin, or --prometheus URL)")
+    tgt = dict(cfg.targets)
+    if targets:
+        from .targets import TargetsError, load_targets
+        try:
+            tgt.update(load_targets(targets))
+        except TargetsError as e:
+            _die(str(e))
+    prom = None
+    if prometheus:
+        prom = _prometheus_args(prometheus, since, start_t, end_t, step, match, model, token_file, user,
+                                insecure, timeout, partial)
     kw = dict(rule_dirs=rules, ignore=ignored, year=year, gpu_start=start, gpu_interval=gpu_interval,
-              gpu_name=gpu_name, overrides=cfg.rules)
+              gpu_name=gpu_name, overrides=cfg.rules, targets=tgt or None)
+    from .sources.prometheus import PromError
     try:
-        analyses = analyze_all(files, **kw)
+        analyses = analyze_all(files, prometheus=prom, **kw)
         before = _baseline(baseline, kw) if baseline else None
-    except (InputError, RuleError) as e:
+    except (InputError, RuleError, PromError) as e:
         _die(str(e))
     all_rules = analyses[0].rules
     known = {r.id for r in all_rules}
@@ -147,6 +175,32 @@ def analyze(
         code = 1
     if code:
         raise typer.Exit(code)
+
+
+def _prometheus_args(url, since, start_t, end_t, step, match, model, token_file, user, insecure, timeout, partial) -> dict:
+    from datetime import datetime, timezone
+    from .sources.prometheus import parse_since
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    try:
+        end = datetime.fromisoformat(end_t) if end_t else now
+        start = datetime.fromisoformat(start_t) if start_t else end - parse_since(since)
+    except ValueError as e:
+        _die(f"--start/--end/--since: {e}")
+    if start >= end:
+        _die("--start must be before --end")
+    if model:
+        inner = match.strip()[1:-1] if match.strip().startswith("{") else match.strip()
+        match = "{" + ",".join(x for x in (inner, f'model_name="{model}"') if x) + "}"
+    token = None
+    if token_file:
+        try:
+            with open(token_file, encoding="utf-8") as fh:
+                token = fh.read().strip()
+        except OSError as e:
+            _die(f"{token_file}: cannot read token ({e.strerror})")
+    return {"url": url.rstrip("/"), "start": start, "end": end, "step": step, "match": match, "token": token,
+            "user": user, "password": os.environ.get("DIAGNOSE_PROMETHEUS_PASSWORD") if user else None,
+            "insecure": insecure, "timeout": timeout, "partial": partial}
 
 
 def _baseline(paths: list[str], kw: dict) -> dict:
@@ -276,5 +330,8 @@ def _main() -> None:
         rules_app(args=argv[1:], prog_name="diagnose rules")
     elif argv[:1] == ["gpu"]:
         gpu_app(args=argv[1:], prog_name="diagnose gpu")
+    elif argv[:1] == ["capacity"]:
+        from .capacity.cli import capacity_app
+        capacity_app(args=argv[1:], prog_name="diagnose capacity")
     else:
         analyze_app(args=argv, prog_name="diagnose")

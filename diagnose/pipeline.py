@@ -22,6 +22,7 @@ class Analysis:
     signals: Signals
     result: Result
     rules: list
+    instance: str | None = None      # a fleet replica (Prometheus instance), or "fleet" for the whole
 
     def deployment(self) -> dict:
         ev = self.evidence
@@ -36,7 +37,13 @@ class Analysis:
 
     def to_json(self) -> dict:
         r = self.result
+        if self.instance == "fleet":
+            return {"instance": "fleet", "signals_fleet": {k: v for k, v in self.signals.values.items() if v is not None},
+                    "verdict": r.verdict, "findings": [f.to_json() for f in r.findings],
+                    "not_applicable": r.not_applicable, "passed": r.passed, "errors": r.errors,
+                    "inputs": [i.to_json() for i in self.evidence.inputs], "deployment": {}}
         return {
+            "instance": self.instance,
             "schema_version": SCHEMA_VERSION,
             "tool": {"name": "diagnose", "version": __version__},
             "inputs": [i.to_json() for i in self.evidence.inputs],
@@ -53,34 +60,120 @@ class Analysis:
 
 def analyze(paths: list[str], rule_dirs: list[str] | None = None, ignore: set[str] = frozenset(),
             year: int | None = None) -> Analysis:
-    """The single-deployment entry point (tests, library use): the first group."""
+    """The single-deployment entry point (tests, library use): the first group (the fleet view
+    when the input holds several replicas)."""
     return analyze_all(paths, rule_dirs, ignore, year)[0]
 
 
 def analyze_all(paths: list[str], rule_dirs: list[str] | None = None, ignore: set[str] = frozenset(),
                 year: int | None = None, gpu_start=None, gpu_interval: float = 1.0,
-                gpu_name: str | None = None, overrides: dict | None = None) -> list[Analysis]:
+                gpu_name: str | None = None, overrides: dict | None = None, targets: dict | None = None,
+                prometheus: dict | None = None) -> list[Analysis]:
     """One Analysis per deployment: inputs from different engines are diagnosed separately."""
     rules = load_rules(rule_dirs)
-    groups = load_groups(resolve(paths), year=year, gpu_start=gpu_start, gpu_interval=gpu_interval)
-    if gpu_name:
-        for ev in groups:
+    groups = load_groups(resolve(paths), year=year, gpu_start=gpu_start, gpu_interval=gpu_interval) if paths else []
+    out: list[Analysis] = []
+    for ev in groups:
+        if gpu_name:
             ev.set_fact("gpu_name", gpu_name, text="(--gpu-name)")
-    return [analyze_evidence(ev, rules, ignore, overrides) for ev in groups]
+        replicas = split_instances(ev)
+        if len(replicas) > 1:
+            out += analyze_fleet(replicas, rules, ignore, overrides, targets=targets)
+        else:
+            out.append(analyze_evidence(ev, rules, ignore, overrides, targets))
+    if prometheus:
+        out += analyze_prometheus(prometheus, rules, ignore, overrides, targets)
+    return out
+
+
+def analyze_prometheus(p: dict, rules, ignore, overrides, targets) -> list[Analysis]:
+    """Live attach: every instance is a replica; one instance is a plain analysis."""
+    from .evidence.model import InputInfo
+    from .sources.prometheus import fetch
+    fetched, notes = fetch(**p)
+    if not fetched:
+        from .sources.prometheus import PromError
+        raise PromError(f"{p['url']}: no series in the window" + (f" matching {p.get('match')}" if p.get("match") else ""))
+    for inst, ev in fetched.items():
+        info = InputInfo(path=f"{p['url']} instance={inst}", kind="prometheus", engine=ev.fact("engine"),
+                         lines=len(ev.stats_rows), recognised_lines=len(ev.stats_rows))
+        info.errors.extend(notes)
+        ev.inputs.append(info)
+        from .sources import _derive_facts
+        _derive_facts(ev)
+    if len(fetched) == 1:
+        inst, ev = next(iter(fetched.items()))
+        a = analyze_evidence(ev, rules, ignore, overrides, targets)
+        a.instance = inst
+        return [a]
+    return analyze_fleet(fetched, rules, ignore, overrides, end=p.get("end"), targets=targets)
+
+
+def split_instances(ev: Evidence) -> dict[str, Evidence]:
+    """Saved scrapes of several replicas: one Evidence per `instance`, facts shared."""
+    if len(ev.instances) <= 1:
+        return {}
+    out = {}
+    for inst in sorted(ev.instances):
+        e = Evidence()
+        e.inputs = ev.inputs
+        e.facts = dict(ev.facts)
+        e.settings = ev.settings
+        e.targets = ev.targets
+        for r in ev.stats_rows:
+            if r.get("instance") == inst:
+                e.add_stats(r)
+        out[inst] = e
+    return out
+
+
+def analyze_fleet(replicas: dict[str, Evidence], rules: list[Rule], ignore=frozenset(), overrides=None,
+                  end=None, targets: dict | None = None) -> list[Analysis]:
+    """Each replica on its own, plus the fleet view (fleet rules) first."""
+    from .signals.fleet import fleet_signals
+    per = []
+    for inst, ev in replicas.items():
+        a = analyze_evidence(ev, [r for r in rules if r.domain != "fleet"], ignore, overrides, targets)
+        a.instance = inst
+        per.append(a)
+    fev = Evidence()
+    fev.inputs = next(iter(replicas.values())).inputs
+    sig = Signals()
+    sig.values.update(fleet_signals(per, end))
+    result = run_rules([r for r in rules if r.domain == "fleet"], fev, sig, ignore, overrides)
+    reconcile(result, {r.id: r for r in rules}, {}, {})
+    ranked = sorted(per, key=lambda a: [f.rank_key() for f in a.result.findings][:1] or [(9, 9, 0)])
+    grouped: dict[str, int] = {}
+    for a in per:
+        for f in a.result.findings:
+            grouped[f.id] = grouped.get(f.id, 0) + 1
+    result.verdict = {"bottleneck": "fleet", "signals": [f"{len(per)} replicas"] + [
+        f"{n} of {len(per)} replicas: `{i}`" for i, n in sorted(grouped.items(), key=lambda kv: -kv[1])][:3],
+        "basis": "per-replica analyses", "also": [], "ranking": [a.instance for a in ranked],
+        "grouped": [{"id": i, "count": n, "of": len(per)} for i, n in sorted(grouped.items(), key=lambda kv: -kv[1])]}
+    fleet = Analysis(fev, sig, result, rules, instance="fleet")
+    return [fleet] + ranked
 
 
 def combined_json(analyses: list[Analysis]) -> dict:
-    """JSON for a run: schema v1 as is for one deployment; several under `analyses`."""
+    """JSON for a run: schema v1 as is for one deployment; several under `analyses` (a fleet's
+    first entry is the fleet view, `instance: "fleet"`, then the replicas ranked worst first)."""
     if len(analyses) == 1:
         return analyses[0].to_json()
-    return {"schema_version": SCHEMA_VERSION, "tool": {"name": "diagnose", "version": __version__},
-            "analyses": [a.to_json() for a in analyses]}
+    doc = {"schema_version": SCHEMA_VERSION, "tool": {"name": "diagnose", "version": __version__},
+           "analyses": [a.to_json() for a in analyses]}
+    if analyses[0].instance == "fleet":     # the fleet view apart; `analyses` holds the replicas
+        doc["fleet"] = doc["analyses"].pop(0)
+    return doc
 
 
 def analyze_evidence(ev: Evidence, rules: list[Rule], ignore: set[str] = frozenset(),
-                     overrides: dict | None = None) -> Analysis:
+                     overrides: dict | None = None, targets: dict | None = None) -> Analysis:
     sig = derive(ev)
-    result = run_rules(rules, ev, sig, ignore, overrides)
+    if targets or ev.targets:
+        from .targets import apply_targets
+        apply_targets(sig.values, {**ev.targets, **(targets or {})})
+    result = run_rules([r for r in rules if r.domain != "fleet"], ev, sig, ignore, overrides)
     facts = {k: f.value for k, f in ev.facts.items()}
     reconcile(result, {r.id: r for r in rules}, ev.settings, facts)
     result.verdict = decide(sig.values, result.findings)

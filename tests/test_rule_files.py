@@ -23,7 +23,8 @@ def test_core_rules_exist_with_their_public_ids():
 
 
 # Ids the issues asked for beyond the catalogue (the catalogue names the rest).
-ISSUE_IDS = {"tp-rank-imbalance"}   # issue 4: "uneven load across TP ranks"
+ISSUE_IDS = {"tp-rank-imbalance",   # issue 4: "uneven load across TP ranks"
+             "replica-imbalance", "replica-down"}   # issue 5: fleet rules
 
 
 @pytest.mark.skipif(not (SHARED / "rule-catalogue.md").exists(), reason="../shared not present")
@@ -39,7 +40,7 @@ def test_every_rule_carries_its_docs_and_lives_in_a_domain_folder():
         missing = [s for s in DOC_SECTIONS if not r.docs.get(s)]
         assert not missing, f"{r.id}: docs sections missing: {missing}"
         assert r.path.name == f"{r.id}.toml"
-        assert r.domain in {"config", "runtime", "failures", "hygiene"}
+        assert r.domain in {"config", "runtime", "failures", "hygiene", "fleet"}
         assert r.fixes, f"{r.id}: no fix"
 
 

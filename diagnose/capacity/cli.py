@@ -93,7 +93,7 @@ def _render(facts, gpu_name, tp, pp, dp, context, r) -> None:
     from diagnose.signals.boards import lookup as board_lookup
 
     board = board_lookup(gpu_name) or {}
-    c = Console(highlight=False, emoji=False)
+    c = Console(highlight=False, emoji=False, soft_wrap=True)
     n_gpus = tp * pp * dp
     c.print(f"Capacity: {facts.name} on {n_gpus} x {board.get('name', gpu_name)} "
             f"(TP={tp}, PP={pp}, DP={dp}), context {context:,} tokens")

@@ -199,6 +199,9 @@ def capacity(model, gpu, tp: int = 1, pp: int = 1, dp: int = 1, context: int = 4
                         f"budget is {max(budget, 0) / GIB:.2f} GiB: not even one full-length sequence fits "
                         "(shorten the context, use fp8 KV, or add GPUs)")
     fits = weights_fit and max_seq >= 1
+    if weights_gpu is None:
+        warnings.append(f"weights per GPU unknown (no parameter count for {model.name}): `fits` only checks "
+                        "the KV budget, and the decode / prefill bounds are not computed")
     assumptions.append(f"max sequences = KV budget / KV per sequence, per replica ({dp} replica(s): "
                        f"{_m.floor(max_seq) * dp} sequences in all); block rounding and prefix sharing ignored")
 
@@ -206,7 +209,9 @@ def capacity(model, gpu, tp: int = 1, pp: int = 1, dp: int = 1, context: int = 4
     bw = float(gpu.get("bandwidth_gbs", 0)) * 1e9
     link_name, link_lat, link_bw = _link(gpu, tp, pp, link, warnings)
     decode = None
-    if active_gpu is not None and bw > 0:
+    if not weights_fit:
+        assumptions.append("decode / prefill bounds not computed: the weights do not fit")
+    if active_gpu is not None and bw > 0 and weights_fit:
         t_mem = pp * (active_gpu + kv_seq_gpu) / (bw * bandwidth_efficiency)
         t_tp = 0.0
         if tp > 1:
@@ -229,7 +234,7 @@ def capacity(model, gpu, tp: int = 1, pp: int = 1, dp: int = 1, context: int = 4
     # ---- roofline: prefill
     prefill = None
     flops, flops_label = _flops(gpu, w_dt)
-    if model.active_params_b and flops > 0:
+    if model.active_params_b and flops > 0 and weights_fit:
         if model.is_mla:
             qk = (model.mla_qk_nope_head_dim or model.head_dim) + (model.mla_rope_head_dim or 0)
             v = model.mla_v_head_dim or model.head_dim

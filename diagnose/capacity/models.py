@@ -269,6 +269,23 @@ def estimate_params(f: ModelFacts, tied: bool | None = None, shared_experts: int
     return round(total / 1e9, 3), round(active / 1e9, 3)
 
 
+def _vision_params(vc, text_hidden: int) -> float:
+    """Rough size of a ViT encoder from vision_config: blocks (4 h^2 attention + MLP) and the projector."""
+    if not isinstance(vc, dict):
+        return 0.0
+    depth = _first(vc, "depth", "num_hidden_layers")
+    h = _first(vc, "hidden_size", "embed_dim")
+    inter = _first(vc, "intermediate_size")
+    if not (depth and h and inter):
+        return 0.0
+    mats = 2 if "gelu" in str(vc.get("hidden_act", "gelu")).lower() else 3
+    blocks = int(depth) * (4 * h * h + mats * h * inter)
+    m = int(vc.get("spatial_merge_size", 0) or 0)
+    out = int(vc.get("out_hidden_size", text_hidden) or text_hidden)
+    proj = ((m * m * h) ** 2 + m * m * h * out) if m else h * text_hidden
+    return float(blocks + proj)
+
+
 def from_config_dict(top: dict, label: str = "config.json") -> ModelFacts:
     if not isinstance(top, dict):
         raise ModelError(f"{label}: not a JSON object")
@@ -295,7 +312,7 @@ def from_config_dict(top: dict, label: str = "config.json") -> ModelFacts:
     n_exp = _first(cfg, "num_local_experts", "num_experts", "n_routed_experts")
     k_exp = _first(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk")
     window, n_sliding = _sliding_from_config(cfg, layers)
-    name = str(_first(top, "_name_or_path", default="") or "") or Path(label).parent.name or label
+    name = str(_first(top, "_name_or_path", default="") or "") or label
     f = ModelFacts(
         name=name, layers=layers, hidden_size=hidden, num_attention_heads=heads, num_kv_heads=kv,
         head_dim=head_dim, intermediate_size=cfg.get("intermediate_size"),
@@ -309,7 +326,9 @@ def from_config_dict(top: dict, label: str = "config.json") -> ModelFacts:
         num_experts=int(n_exp) if n_exp and k_exp else None,
         experts_per_token=int(k_exp) if n_exp and k_exp else None,
         dtype=dtype, source=label, notes=notes)
-    tied = cfg.get("tie_word_embeddings", top.get("tie_word_embeddings"))
+    tied = _first(cfg, "tie_word_embeddings", default=top.get("tie_word_embeddings"))
+    if tied is None:
+        tied = True                    # transformers' PretrainedConfig default when config.json omits it
     if f.vocab_size is None:
         notes.append("config.json has no vocab_size: embeddings not counted in the parameter estimate")
     total, active = estimate_params(
@@ -317,14 +336,25 @@ def from_config_dict(top: dict, label: str = "config.json") -> ModelFacts:
         or (1 if cfg.get("shared_expert_intermediate_size") else 0),
         shared_intermediate=cfg.get("shared_expert_intermediate_size"),
         dense_layers=int(cfg.get("first_k_dense_replace", 0) or 0), q_lora_rank=cfg.get("q_lora_rank"))
+    vision = _vision_params(top.get("vision_config"), hidden) if total is not None else 0.0
     if total is None:
         notes.append("config.json has no intermediate_size: parameter count unknown, so weights per GPU, "
                      "the derived KV budget and the decode / prefill bounds cannot be computed")
     else:
-        notes.append(f"parameters estimated from the shape: {total:g}B total"
-                     + (f", {active:g}B active per token" if f.is_moe else "")
-                     + " (embeddings, attention, gated MLP / experts; no biases, norms or vision encoder)")
+        text_total = total
+        total = round(total + vision / 1e9, 3)
+        notes.append(f"parameters estimated from the shape: {text_total:g}B language model"
+                     + (f" + {vision / 1e9:.2f}B vision encoder (in the weights, not in per-token reads)"
+                        if vision else "")
+                     + (f", {active:g}B active per token" if f.is_moe or vision else "")
+                     + " (embeddings, attention, gated MLP / experts, routers; biases and norms left out)")
     f.params_b, f.active_params_b = total, active
+    if total is not None and dtype == "mxfp4" and f.is_moe:
+        # gpt-oss: only the expert MLPs are MXFP4 (4.25 bits); attention, router, embeddings stay BF16.
+        moe_inter = f.moe_intermediate_size or f.intermediate_size
+        experts = (layers - int(cfg.get("first_k_dense_replace", 0) or 0)) * f.num_experts * 3 * hidden * moe_inter
+        f.checkpoint_gb = round((experts * 4.25 / 8 + (total * 1e9 - experts) * 2) / 1e9, 2)
+        notes.append(f"MXFP4 experts + BF16 rest: about {f.checkpoint_gb:g} GB of weights")
     return f
 
 

@@ -88,6 +88,9 @@ class Evidence:
         self.gpu_info: dict[int, dict] = {}      # per GPU index: name, power_limit_w, sm_clock_max_mhz …
         self.topology: dict = {}                 # {"gpus": [...], "links": {(a, b): "NV18"}, "lines": {...}}
         self.year_guessed: dict[str, int] = {}   # source → year assumed for its year-less timestamps
+        self.last_seen = None                    # newest sample time (live Prometheus: replica-down)
+        self.instances: set[str] = set()         # Prometheus `instance` labels seen in this input
+        self.targets: dict = {}                  # SLO targets given as an input file
         self._series = None
         self._gpu_series = None
 
@@ -153,6 +156,8 @@ class Evidence:
                 "prefix_hit": pl.Float64, "preemptions": pl.Float64,
                 "kv_tokens_used": pl.Float64, "prompt_len": pl.Float64, "graph": pl.Boolean,
                 "ctx_tokens": pl.Float64, "paused": pl.Float64, "kind": pl.Utf8,
+                "ttft_p50": pl.Float64, "ttft_p95": pl.Float64, "ttft_p99": pl.Float64,
+                "itl_p50": pl.Float64, "itl_p95": pl.Float64, "itl_p99": pl.Float64,
             }
             rows = [{k: r.get(k) for k in schema} for r in self.stats_rows]
             self._series = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)

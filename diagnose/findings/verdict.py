@@ -40,6 +40,9 @@ def decide(values: dict, findings: list) -> dict:
         if config_bad:
             return out("misconfigured", [f"`{i}`" for i in config_bad], "configuration")
         return out("unknown", ["no periodic engine stats in the input (runtime bottleneck cannot be judged)"], "none")
+    if v.get("single_scrape"):
+        return out("unknown", ["a single metrics scrape: configuration and current state only (no trend, no steady window)"],
+                   "one scrape")
     if v.get("too_few_samples"):
         return out("unknown", [f"only {v.get('steady_samples')} busy stats sample(s): too few to judge a steady state"])
     if v.get("all_idle"):

@@ -209,6 +209,7 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     logged_events = (ev.counters.get("preemptions_total", 0) + ev.counters.get("retracted_total", 0))
     v["preemptions_total"] = logged_events or None
     v["paused_samples"] = ev.counters.get("paused_samples", 0)
+    v["single_scrape"] = bool(ev.counters.get("single_scrape"))
     v["paused_peak"] = ev.counters.get("paused_peak", 0)
     if not ev.stats_rows:
         v["steady_samples"] = 0
@@ -227,7 +228,8 @@ def _runtime(ev: Evidence, s: Signals) -> None:
                      *[pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(c)
                        for c in ("prompt_tps", "gen_tps", "running", "waiting", "preemptions", "swapped",
                                  "kv_tokens_used", "ctx_tokens", "paused")],
-                     pl.col("kv_usage", "prefix_hit", "prompt_len").mean(),
+                     pl.col("kv_usage", "prefix_hit", "prompt_len", "ttft_p50", "ttft_p95", "ttft_p99",
+                            "itl_p50", "itl_p95", "itl_p99").mean(),
                      pl.col("graph").all(), pl.col("kind").first())
                 .select(ev.series.columns))
     df = df.with_columns(
@@ -250,6 +252,11 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     if not busy_idx:
         v["steady_samples"] = 0
         v["all_idle"] = True
+        # Idle is a state too: record it so a later run can be compared with this one.
+        for name, col in (("running", "running"), ("waiting", "waiting"), ("generation_throughput", "gen_tps")):
+            x = df[col].drop_nulls()
+            if x.len():
+                s.key_stats[name] = {"mean": 0.0, "std": 0.0, "n": int(x.len()), "p50": 0.0, "p95": 0.0}
         return
     v["all_idle"] = False
     # Steady window: busy samples, minus the first sample after each idle stretch (the interval
@@ -289,9 +296,19 @@ def _runtime(ev: Evidence, s: Signals) -> None:
         v[f"{col}_p50"] = stat(col, lambda x: x.quantile(0.5, "nearest"))
         v[f"{col}_p95"] = stat(col, lambda x: x.quantile(0.95, "nearest"))
     v["prefix_hit_last"] = stat("prefix_hit", lambda x: x[-1])
+    # Latency quantiles (Prometheus histograms): the window's typical value, and how ITL follows load.
+    for col in ("ttft_p50", "ttft_p95", "ttft_p99", "itl_p50", "itl_p95", "itl_p99"):
+        x = st[col].drop_nulls()
+        if x.len():
+            v[f"{col}_s"] = round(float(x.mean()), 4)
+            v[f"{col}_max_s"] = round(float(x.max()), 4)
+    both = st.select("itl_p50", "running").drop_nulls()
+    if both.height >= 6 and both["running"].std() and both["itl_p50"].std():
+        v["itl_running_corr"] = round(float(both.select(pl.corr("itl_p50", "running")).item()), 3)
     # Per-signal statistics kept in the JSON report so a later run can be compared with this one.
     for name, col in (("generation_throughput", "gen_tps"), ("prompt_throughput", "prompt_tps"),
-                      ("running", "running"), ("waiting", "waiting"), ("kv_cache_usage", "kv_usage")):
+                      ("running", "running"), ("waiting", "waiting"), ("kv_cache_usage", "kv_usage"),
+                      ("ttft_p50", "ttft_p50"), ("ttft_p99", "ttft_p99"), ("itl_p50", "itl_p50")):
         x = st[col].drop_nulls()
         if x.len():
             s.key_stats[name] = {"mean": round(float(x.mean()), 3), "std": round(float(x.std() or 0.0), 3),
@@ -338,7 +355,8 @@ def _runtime(ev: Evidence, s: Signals) -> None:
             r = tw.select(pl.corr("sec", "w")).item()
             v["waiting_slope_per_min"] = round(slope * 60, 3)
             v["waiting_trend_r2"] = round(r * r, 3) if r == r and r is not None else 0.0
-    first_line, last_line = int(st["line"].min()), int(st["line"].max())
+    lines = st["line"].drop_nulls()
+    first_line, last_line = (int(lines.min()), int(lines.max())) if lines.len() else (None, None)
     src = st["source"][0]
 
     def prov(metric, value):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..evidence.model import Evidence, InputInfo
 from .common_lines import feed_common
 from .gpu import load_gpu, sniff_gpu
+from .prometheus import load_exposition, load_query_range, sniff_prometheus
 from .lineprefix import Clock, peel
 from .reader import Input, InputError, resolve
 from .scanner import ScanCounts, scan
@@ -62,6 +63,12 @@ def _sniff_engine(inp: Input, year) -> str | None:
         head = next(iter(inp.blocks()), b"")[:SNIFF_BYTES]
         if sniff_gpu(head):
             return None
+        pk = sniff_prometheus(head)
+        if pk:
+            for prefix, eng in (("vllm:", "vllm"), ("sglang", "sglang"), ("trtllm", "trtllm"), ("nv_trt_llm", "trtllm")):
+                if prefix.encode() in head:
+                    return eng
+            return None
         kind = sniff(head)
         if kind:
             return "trtllm" if b"TensorRT" in head or b"kv_cache_config" in head or b"iterLatencyMS" in head or b"Active Request Count" in head else None
@@ -76,6 +83,14 @@ def _sniff_engine(inp: Input, year) -> str | None:
 def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False) -> InputInfo:
     blocks = inp.blocks()
     first = next(blocks, b"")
+    prom_kind = sniff_prometheus(first[:SNIFF_BYTES]) if first else None
+    if prom_kind:
+        text = (first + b"".join(blocks)).decode("utf-8", "replace")
+        info = (load_query_range if prom_kind == "query_range" else load_exposition)(text, inp.display, ev)
+        if "DCGM_FI_" in text:     # node and engine metrics scraped together
+            from .gpu import _dcgm
+            _dcgm(text.splitlines(), inp.display, ev, info)
+        return info
     gpu_kind = sniff_gpu(first[:SNIFF_BYTES]) if first else None
     if gpu_kind:
         replay = Input.__new__(Input)

@@ -10,6 +10,7 @@ from .reader import Input, InputError
 from .trtllm import CONFIG_KEYS, add_iteration
 
 MAX_BYTES = 64 * 1024 * 1024
+TOML_LINE = re.compile(rb"^\s*(?:\[[^\]]+\]|[\w.\"'-]+\s*=\s*\S.*)\s*$")
 YAML_LINE = re.compile(rb"^\s*(?:-\s+)?[\"']?[\w.\-/]+[\"']?\s*:(?:\s|$)")
 TRT_HINTS = ("kv_cache_config", "tensorrt_llm", "enable_chunked_context", "scheduler_config",
              "cuda_graph_config", "free_gpu_memory_fraction", "max_num_tokens", "tokens_per_block",
@@ -26,6 +27,8 @@ def sniff(head: bytes) -> str | None:
     lines = [ln for ln in head.splitlines()[:40] if ln.strip() and not ln.lstrip().startswith(b"#")]
     if len(lines) >= 2 and sum(bool(YAML_LINE.match(ln)) or ln.lstrip().startswith(b"- ") for ln in lines) >= 0.8 * len(lines):
         return "yaml"
+    if len(lines) >= 2 and sum(bool(TOML_LINE.match(ln)) for ln in lines) >= 0.9 * len(lines) and any(b"=" in ln for ln in lines):
+        return "toml"
     return None
 
 
@@ -36,7 +39,10 @@ def load_structured(kind: str, inp: Input, ev: Evidence) -> InputInfo:
     text = data.decode("utf-8", "replace")
     info = InputInfo(path=inp.display, kind=kind, lines=text.count("\n") + (not text.endswith("\n")))
     try:
-        if kind == "json":
+        if kind == "toml":
+            import tomllib
+            obj = tomllib.loads(text)
+        elif kind == "json":
             try:
                 obj = json.loads(text, strict=False)
             except ValueError:
@@ -58,6 +64,12 @@ def load_structured(kind: str, inp: Input, ev: Evidence) -> InputInfo:
             add_iteration(it, ev, inp.display, _line_of_item(text, i))
         info.recognised_lines = info.lines
         info.engine = "trtllm"
+        return info
+    from ..targets import KEYS as TARGET_KEYS
+    if isinstance(obj, dict) and (set(obj) & {"default", "skus", "deployments"} or set(obj) & set(TARGET_KEYS)):
+        ev.targets.update(obj)        # SLO targets given as an input file
+        info.kind = "targets"
+        info.recognised_lines = info.lines
         return info
     if isinstance(obj, dict):
         n = _config(obj, text, inp.display, ev)

@@ -1,0 +1,73 @@
+"""SLO targets (`--targets FILE`, TOML or YAML, or `[targets]` in .diagnose.toml), in the spirit of
+seed 001's per-SKU tables and seed 002's KPIs:
+
+    [default]                     # applies when nothing more specific matches
+    ttft_p50_ms = 500
+    ttft_p99_ms = 2000
+    tpot_ms = 50                  # inter-token latency
+    output_tps = 60               # output tokens/s per request
+    max_sessions = 20
+    max_queue_depth = 10
+    gpu_util_min_pct = 80
+
+    [deployments."meta-llama/Llama-3.1-8B-Instruct"]   # by model name (substring)
+    ttft_p50_ms = 300
+
+    [skus.jetson_thor]            # by GPU name (words of the key, e.g. "jetson thor")
+    ttft_p50_ms = 500
+"""
+from __future__ import annotations
+
+import tomllib
+
+KEYS = {"ttft_p50_ms": ("target_ttft_p50_s", 1e-3), "ttft_p99_ms": ("target_ttft_p99_s", 1e-3),
+        "tpot_ms": ("target_tpot_s", 1e-3), "itl_ms": ("target_tpot_s", 1e-3),
+        "output_tps": ("target_output_tps", 1), "max_sessions": ("max_sessions", 1),
+        "max_queue_depth": ("max_queue_depth", 1), "gpu_util_min_pct": ("target_gpu_util_min", 1)}
+
+
+class TargetsError(ValueError):
+    pass
+
+
+def load_targets(path: str) -> dict:
+    try:
+        if path.endswith((".yaml", ".yml")):
+            import yaml
+            with open(path, encoding="utf-8") as fh:
+                d = yaml.safe_load(fh) or {}
+        else:
+            with open(path, "rb") as fh:
+                d = tomllib.load(fh)
+    except FileNotFoundError:
+        raise TargetsError(f"{path}: no such file") from None
+    except Exception as e:     # TOML or YAML syntax
+        raise TargetsError(f"{path}: not valid targets ({str(e).splitlines()[0][:160]})") from None
+    if not isinstance(d, dict):
+        raise TargetsError(f"{path}: expected a table of targets")
+    return d
+
+
+def select(targets: dict, values: dict) -> dict:
+    """default < matching SKU < matching deployment (model)."""
+    chosen = dict(targets.get("default") or {k: v for k, v in targets.items() if k in KEYS})
+    gpu = " ".join(str(x) for x in (values.get("gpu_name"), values.get("gpu_board")) if x).lower()
+    for sku, t in (targets.get("skus") or {}).items():
+        words = str(sku).lower().replace("_", " ").split()
+        if gpu and all(w in gpu for w in words):
+            chosen.update(t)
+    model = str(values.get("model") or "").lower()
+    for name, t in (targets.get("deployments") or {}).items():
+        if model and str(name).lower() in model:
+            chosen.update(t)
+    return chosen
+
+
+def apply_targets(values: dict, targets: dict) -> None:
+    for k, v in select(targets, values).items():
+        if k in KEYS and isinstance(v, (int, float)):
+            name, scale = KEYS[k]
+            if name in ("max_sessions", "max_queue_depth") and values.get(name) is not None:
+                continue      # the deployment's own configured limit wins
+            values[name] = v * scale
+    values["targets_given"] = True
