@@ -17,13 +17,23 @@ def decide(values: dict, findings: list) -> dict:
 
     def out(b, signals, basis="engine stats"):
         also = []
+        ratio = v.get("decode_vs_bound")
+        if ratio is not None:   # the roofline: is this the configuration, or the hardware's limit?
+            levers = [f"`{i}`" for i in config_bad] or ["more concurrent requests"]
+            signals = list(signals) + [
+                f"decode at {ratio * 100:.0f} % of the expected bound ({fmt(v.get('gen_tps_per_request'))} of "
+                f"{fmt(v.get('decode_bound_tps'))} tokens/s per sequence): "
+                + ("working as well as the hardware allows" if ratio >= 0.7 else
+                   "below the hardware's limit — levers: " + ", ".join(levers))]
         if b in ("communication-bound", "compute-bound"):   # the layout is the explanation, not a second problem
             config_bad[:] = [i for i in config_bad if i not in ("cross-node-tensor-parallel", "nccl-socket-fallback")]
         if b != "misconfigured" and config_bad:
             also.append("misconfigured")
         if failed:
             also.append("failed: " + ", ".join(failed))
-        return {"bottleneck": b, "signals": [x for x in signals if x][:3], "basis": basis, "also": also,
+        sig = [x for x in signals if x]
+        roof = [x for x in sig if "expected bound" in x]
+        return {"bottleneck": b, "signals": [x for x in sig if x not in roof][:3] + roof, "basis": basis, "also": also,
                 "config_findings": config_bad}
 
     if not v.get("stats_samples") and v.get("gpu_util_mean") is not None:

@@ -15,6 +15,11 @@ SUMMARY_FACTS = [
     ("max_model_len", "max_model_len"), ("kv_cache_tokens", "KV cache tokens"),
     ("max_concurrency", "max concurrency (full-length requests)"),
     ("weights_gib_replica", "weights per replica GiB"), ("model_params_b", "parameters (B)"),
+    ("gpu_board", "GPU (board table)"),
+    ("decode_bound_tps", "expected decode bound, tokens/s per sequence"),
+    ("prefill_bound_tps", "expected prefill bound, tokens/s"),
+    ("est_max_sequences", "estimated max sequences (KV memory)"),
+    ("decode_vs_bound", "measured decode / expected bound"),
 ]
 TIMELINE = [("running", "running"), ("waiting", "waiting"), ("kv_usage", "KV usage %"),
             ("gen_tps", "gen tokens/s")]

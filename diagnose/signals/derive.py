@@ -64,6 +64,7 @@ def derive(ev: Evidence) -> Signals:
     if v.get("topo_tp_pcie"):
         v["tp_over_pcie"] = True if v.get("tensor_parallel_size") and v["tensor_parallel_size"] > 1 else v.get("tp_over_pcie")
     _capacity(ev, v)
+    _roofline(v)
     if v.get("preemptions_total") is not None and v.get("window_seconds"):
         s.key_stats["preemption_rate"] = {"mean": round(v["preemptions_total"] / (v["window_seconds"] / 60), 3),
                                           "std": None, "n": v.get("steady_samples"), "p50": None, "p95": None,
@@ -98,6 +99,41 @@ def _capacity(ev: Evidence, v: dict) -> None:
     v["long_context"] = (longest >= 16000) if longest else None
     v["rejections_total"] = ev.counters.get("status_503", 0) + ev.counters.get("status_429", 0)
     v["kv_binding"] = _kv_binding(v)
+
+
+def _roofline(v: dict) -> None:
+    """Expected bounds from the capacity engine (model × GPU × layout), when both are known."""
+    if not v.get("model") or not (v.get("gpu_board") or v.get("gpu_name")):
+        return
+    try:
+        from ..capacity.math import capacity
+        from ..capacity.models import from_partial
+        from .boards import lookup
+        board = lookup(v.get("gpu_board") or v.get("gpu_name"))
+        model = from_partial({k: v.get(k) for k in ("dtype", "quantization", "max_model_len")}, name=v["model"])
+        if board is None or model is None:
+            return
+        link = None
+        if v.get("tp_spans_nodes"):
+            link = "tcp" if v.get("nccl_socket") else "ib"
+        elif v.get("topo_tp_nvlink"):
+            link = "nvlink"
+        elif v.get("tp_over_pcie"):
+            link = "pcie"
+        ctx = v.get("context_tokens_per_request") or min(int(v.get("max_model_len") or 4096), 4096)
+        kv = str(v.get("kv_cache_dtype") or "auto")
+        r = capacity(model, board, tp=int(v.get("tensor_parallel_size") or 1), pp=int(v.get("pipeline_parallel_size") or 1),
+                     dp=int(v.get("data_parallel_size") or 1), context=int(ctx), kv_dtype=kv if kv != "auto" else None,
+                     gpu_memory_utilization=float(v.get("gpu_memory_utilization") or 0.9), link=link)
+    except Exception:      # an estimate is a bonus: never let it break a diagnosis
+        return
+    v["decode_bound_tps"] = r.get("decode_tokens_per_s_per_sequence_bound")
+    v["prefill_bound_tps"] = r.get("prefill_tokens_per_s_bound")
+    v["est_max_sequences"] = r.get("max_sequences")
+    v["est_kv_bytes_per_token_per_gpu"] = r.get("kv_bytes_per_token_per_gpu")
+    v["est_context"] = ctx
+    if v["decode_bound_tps"] and v.get("gen_tps_per_request") and (v.get("running_mean") or 0) > 0:
+        v["decode_vs_bound"] = round(v["gen_tps_per_request"] / v["decode_bound_tps"], 3)
 
 
 def _kv_binding(v: dict):
