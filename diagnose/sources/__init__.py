@@ -116,7 +116,13 @@ def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False
     def pending():
         return any(p.wants_more() for p in parsers[1:])
 
-    for lineno, text in scan(_chain(first, blocks), counts, follow=pending):
+    from . import bulk
+    if inp.path != "-" and bulk.usable(inp.path, first):
+        del blocks      # the bulk path reads the file itself, in Rust
+        lines_iter = bulk.scan_bulk(inp.path, inp.display, ev, counts, lambda *a: None)
+    else:
+        lines_iter = scan(_chain(first, blocks), counts, follow=pending)
+    for lineno, text in lines_iter:
         if pending():
             for p in parsers[1:]:
                 if p.wants_more():
@@ -139,6 +145,7 @@ def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False
         p.finish(ev)
     if clock.guessed and ev.stats_rows:
         ev.year_guessed[inp.display] = clock.base_year
+    recognised += getattr(counts, "bulk_recognised", 0)
     info.lines = counts.lines
     info.unreadable_lines = counts.unreadable
     info.recognised_lines = recognised

@@ -5,7 +5,6 @@ They interleave with every engine's log, so every log parser consults this modul
 from __future__ import annotations
 
 import re
-import zlib
 
 from ..evidence.model import Evidence
 from ..redact import redact
@@ -107,7 +106,7 @@ def note_prompt(msg: str, ev: Evidence) -> None:
     # The head of the prompt itself: stop at its closing quote when that comes early.
     end = min(x for x in (msg.find(q + ", params", start, start + 300),
                           msg.find(q + ", sampling_params", start, start + 300), start + 256) if x >= 0)
-    h = zlib.crc32(msg[start:end].encode("utf-8", "replace"))
+    h = hash(msg[start:end])     # 64-bit; equal heads, equal hashes (the bulk path counts the same way)
     seen = ev.prompt_prefixes
     if h in seen:
         seen[h] += 1
