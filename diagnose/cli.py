@@ -50,6 +50,7 @@ def analyze(
     fail_on: FailOn = typer.Option(FailOn.none, "--fail-on", help="exit 1 when a finding is at or above this severity"),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="with --baseline: exit 1 when a key signal got worse beyond its noise band"),
     baseline: List[str] = typer.Option([], "--baseline", help="the run to compare with: a log (repeatable) or a saved JSON report"),
+    baseline_window: Optional[str] = typer.Option(None, "--baseline-window", help="with --prometheus: the earlier window to compare with, START,END (ISO times) or a duration back from --start, e.g. 1d"),
     ignore: List[str] = typer.Option([], "--ignore", help="rule ids to suppress (comma-separated or repeated)"),
     rules: List[str] = typer.Option([], "--rules", help="a directory of extra rule files (repeatable)"),
     config: Optional[str] = typer.Option(None, "--config", help="project config (default: ./.diagnose.toml when present)"),
@@ -121,8 +122,12 @@ def analyze(
     unknown = sorted(cli_ignored - known)
     if unknown:
         _die(f"--ignore: unknown rule id(s): {', '.join(unknown)} (see `diagnose rules`)")
-    if fail_on_regression and not baseline:
-        _die("--fail-on-regression needs --baseline")
+    if baseline_window:
+        if not prom:
+            _die("--baseline-window needs --prometheus")
+        before = _baseline_window(baseline_window, prom, kw)
+    if fail_on_regression and not (baseline or baseline_window):
+        _die("--fail-on-regression needs --baseline or --baseline-window")
     parts = [(a.to_json(), a.signals.timeline) for a in analyses]
     comparison = None
     if before is not None:
@@ -201,6 +206,29 @@ def _prometheus_args(url, since, start_t, end_t, step, match, model, token_file,
     return {"url": url.rstrip("/"), "start": start, "end": end, "step": step, "match": match, "token": token,
             "user": user, "password": os.environ.get("DIAGNOSE_PROMETHEUS_PASSWORD") if user else None,
             "insecure": insecure, "timeout": timeout, "partial": partial}
+
+
+def _baseline_window(spec: str, prom: dict, kw: dict) -> dict:
+    """The same Prometheus query over an earlier window: `START,END` or a shift such as `1d`."""
+    from datetime import datetime
+    from .pipeline import analyze_all
+    from .sources.prometheus import PromError, parse_since
+    p = dict(prom)
+    try:
+        if "," in spec:
+            a, b = spec.split(",", 1)
+            p["start"], p["end"] = datetime.fromisoformat(a.strip()), datetime.fromisoformat(b.strip())
+        else:
+            shift = parse_since(spec)
+            p["start"], p["end"] = prom["start"] - shift, prom["end"] - shift
+    except ValueError as e:
+        _die(f"--baseline-window: {e}")
+    try:
+        runs = analyze_all([], prometheus=p, **{k: v for k, v in kw.items() if k != "rule_dirs"}, rule_dirs=kw.get("rule_dirs"))
+    except PromError as e:
+        _die(f"--baseline-window: {e}")
+    run = runs[1] if len(runs) > 1 and runs[0].instance == "fleet" else runs[0]
+    return run.to_json()
 
 
 def _baseline(paths: list[str], kw: dict) -> dict:

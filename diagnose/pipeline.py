@@ -30,7 +30,8 @@ class Analysis:
         extra = {name: ev.fact(name) for name in EXTRA_FACTS if ev.fact(name) is not None}
         d.update(extra)
         for k in ("model_params_b", "weights_gib_replica", "weights_fraction_of_gpu", "world_size",
-                  "decode_bound_tps", "prefill_bound_tps", "est_max_sequences", "decode_vs_bound", "gpu_board"):
+                  "decode_bound_tps", "prefill_bound_tps", "est_max_sequences", "decode_vs_bound", "gpu_board",
+                  "kv_tokens_estimated", "kv_tokens_log_vs_estimate", "kv_estimate_note"):
             if self.signals.values.get(k) is not None:
                 d[k] = self.signals.values[k]
         d["settings"] = _jsonable(ev.settings)

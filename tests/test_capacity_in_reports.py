@@ -49,3 +49,15 @@ def test_saved_metrics_files_name_engine_and_model():
         assert any("single scrape" in e for i in a["inputs"] for e in i["errors"]), name
     d = json.loads(run_cli("--format", "json", other / "dcgm-exporter-issue-250-v100.prom").stdout)
     assert d["deployment"]["gpu_name"]                       # DCGM: the GPU model is what it names
+
+
+def test_log_kv_capacity_is_cross_checked_against_the_model_shape(tmp_path):
+    d = json.loads(run_cli("--format", "json", FIXTURES / "seed003" / "realtime.log").stdout)["deployment"]
+    assert abs(d["kv_tokens_log_vs_estimate"] - 1) <= 0.10 and d["kv_estimate_note"] == "agrees within 10 %"
+    # A log whose KV figure disagrees with the model shape gets the difference explained.
+    text = (FIXTURES / "seed003" / "realtime.log").read_text().replace("GPU KV cache size: 656,944 tokens",
+                                                                        "GPU KV cache size: 456,944 tokens")
+    f = tmp_path / "odd.log"
+    f.write_text(text)
+    d = json.loads(run_cli("--format", "json", f).stdout)["deployment"]
+    assert d["kv_tokens_log_vs_estimate"] < 0.9 and d["kv_estimate_note"].startswith("differs:")

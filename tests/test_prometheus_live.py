@@ -499,3 +499,19 @@ def test_cli_partial_reports_what_was_fetched(prom):
     assert "partial" in text or d.get("errors") or f"127.0.0.1:{bad.port}" in err, \
         "the report does not say that part of the data could not be fetched"
     assert d.get("signals") or d.get("analyses") or d.get("findings") is not None
+
+
+def test_cli_baseline_window_compares_two_windows_of_the_same_server(prom):
+    """Issue 7: a Prometheus window as the baseline — the healthy scenario's first half against
+    its second half: the same load, so no signal may come out worse."""
+    from datetime import timedelta
+    d0 = prom.data["healthy"]
+    start = d0.start.replace(tzinfo=None)
+    mid = start + timedelta(minutes=17)
+    end = start + timedelta(minutes=35)
+    p = run_cli("--prometheus", prom.url, "--match", d0.match, "--start", mid.isoformat(), "--end", end.isoformat(),
+                "--baseline-window", f"{start.isoformat()},{mid.isoformat()}", "--fail-on-regression", "--format", "json")
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    c = json.loads(p.stdout)["comparison"]
+    assert c["signals"] and all(s["verdict"] in ("unchanged", "inconclusive", "better") for s in c["signals"].values()), c["signals"]
+    assert c["config_changes"] == []

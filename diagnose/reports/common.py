@@ -20,6 +20,8 @@ SUMMARY_FACTS = [
     ("prefill_bound_tps", "expected prefill bound, tokens/s"),
     ("est_max_sequences", "estimated max sequences (KV memory)"),
     ("decode_vs_bound", "measured decode / expected bound"),
+    ("kv_tokens_estimated", "KV cache tokens estimated from the model shape"),
+    ("kv_estimate_note", "log vs estimate"),
 ]
 TIMELINE = [("running", "running"), ("waiting", "waiting"), ("kv_usage", "KV usage %"),
             ("gen_tps", "gen tokens/s")]

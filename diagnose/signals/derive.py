@@ -102,16 +102,24 @@ def _capacity(ev: Evidence, v: dict) -> None:
 
 
 def _roofline(v: dict) -> None:
-    """Expected bounds from the capacity engine (model × GPU × layout), when both are known."""
-    if not v.get("model") or not (v.get("gpu_board") or v.get("gpu_name")):
+    """Expected bounds from the capacity engine (model × GPU × layout), and a cross-check of the
+    log's own KV capacity against the model's shape (the latter needs no GPU)."""
+    if not v.get("model"):
         return
     try:
-        from ..capacity.math import capacity
+        from ..capacity.math import capacity, dtype_bytes, kv_bytes_per_token_per_layer, kv_dtype_for, kv_heads_per_gpu
         from ..capacity.models import from_partial
         from .boards import lookup
-        board = lookup(v.get("gpu_board") or v.get("gpu_name"))
         model = from_partial({k: v.get(k) for k in ("dtype", "quantization", "max_model_len")}, name=v["model"])
-        if board is None or model is None:
+        if model is None:
+            return
+        kv = str(v.get("kv_cache_dtype") or "auto")
+        tp = int(v.get("tensor_parallel_size") or 1)
+        pp = int(v.get("pipeline_parallel_size") or 1)
+        _kv_cross_check(v, model, kv_bytes_per_token_per_layer(model, dtype_bytes(kv_dtype_for(model, kv if kv != "auto" else None))),
+                        kv_heads_per_gpu(model, tp) / max(model.num_kv_heads or 1, 1) if not model.is_mla else 1.0, pp)
+        board = lookup(v.get("gpu_board") or v.get("gpu_name"))
+        if board is None:
             return
         link = None
         if v.get("tp_spans_nodes"):
@@ -121,19 +129,32 @@ def _roofline(v: dict) -> None:
         elif v.get("tp_over_pcie"):
             link = "pcie"
         ctx = v.get("context_tokens_per_request") or min(int(v.get("max_model_len") or 4096), 4096)
-        kv = str(v.get("kv_cache_dtype") or "auto")
-        r = capacity(model, board, tp=int(v.get("tensor_parallel_size") or 1), pp=int(v.get("pipeline_parallel_size") or 1),
-                     dp=int(v.get("data_parallel_size") or 1), context=int(ctx), kv_dtype=kv if kv != "auto" else None,
+        r = capacity(model, board, tp=tp, pp=pp, dp=int(v.get("data_parallel_size") or 1), context=int(ctx),
+                     kv_dtype=kv if kv != "auto" else None,
                      gpu_memory_utilization=float(v.get("gpu_memory_utilization") or 0.9), link=link)
     except Exception:      # an estimate is a bonus: never let it break a diagnosis
         return
     v["decode_bound_tps"] = r.get("decode_tokens_per_s_per_sequence_bound")
     v["prefill_bound_tps"] = r.get("prefill_tokens_per_s_bound")
     v["est_max_sequences"] = r.get("max_sequences")
-    v["est_kv_bytes_per_token_per_gpu"] = r.get("kv_bytes_per_token_per_gpu")
     v["est_context"] = ctx
     if v["decode_bound_tps"] and v.get("gen_tps_per_request") and (v.get("running_mean") or 0) > 0:
         v["decode_vs_bound"] = round(v["gen_tps_per_request"] / v["decode_bound_tps"], 3)
+
+
+def _kv_cross_check(v: dict, model, per_layer: float, head_share: float, pp: int) -> None:
+    """The log's KV tokens against its KV memory ÷ the model's bytes per token per GPU."""
+    if not (v.get("kv_cache_memory_gib") and v.get("kv_cache_tokens") and model.layers):
+        return
+    per_tok = per_layer * head_share * model.layers / pp
+    est = v["kv_cache_memory_gib"] * 2**30 / per_tok
+    v["kv_tokens_estimated"] = int(est)
+    v["kv_tokens_log_vs_estimate"] = round(v["kv_cache_tokens"] / est, 3)
+    off = abs(v["kv_tokens_log_vs_estimate"] - 1)
+    v["kv_estimate_note"] = ("agrees within 10 %" if off <= 0.10 else
+                             "differs: the engine sizes KV in blocks per layer group (hybrid / sliding-window layers "
+                             "and MLA latents are stored differently) and reports memory after rounding; the estimate "
+                             "uses the model table's shape")
 
 
 def _kv_binding(v: dict):
