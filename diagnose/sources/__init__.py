@@ -117,11 +117,16 @@ def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False
         return any(p.wants_more() for p in parsers[1:])
 
     from . import bulk
+    bar = _progress_bar(inp) if not sniffing else None
     if inp.path != "-" and bulk.usable(inp.path, first):
         del blocks      # the bulk path reads the file itself, in Rust
-        lines_iter = bulk.scan_bulk(inp.path, inp.display, ev, counts, lambda *a: None)
+        lines_iter = bulk.scan_bulk(inp.path, inp.display, ev, counts, lambda *a: None,
+                                    progress=bar.advance if bar else None)
     else:
-        lines_iter = scan(_chain(first, blocks), counts, follow=pending)
+        src = _chain(first, blocks)
+        if bar:
+            src = _counted(src, bar.advance)
+        lines_iter = scan(src, counts, follow=pending)
     for lineno, text in lines_iter:
         if pending():
             for p in parsers[1:]:
@@ -141,6 +146,8 @@ def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False
                 recognised += 1
                 engine_lines[p.engine] = engine_lines.get(p.engine, 0) + 1
                 break
+    if bar:
+        bar.close()
     for p in parsers[1:]:
         p.finish(ev)
     if clock.guessed and ev.stats_rows:
@@ -166,6 +173,45 @@ def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False
             if p.engine == info.engine:
                 info.engine_version = p.version
     return info
+
+
+PROGRESS_MIN_BYTES = 100 * 1024 * 1024
+
+
+class _Bar:
+    """A progress bar on stderr for big inputs, only when stderr is a terminal."""
+
+    def __init__(self, name: str, total: int) -> None:
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+        from rich.console import Console
+        self.p = Progress("[dim]{task.description}", BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                          console=Console(stderr=True), transient=True)
+        self.p.start()
+        self.task = self.p.add_task(name, total=total)
+
+    def advance(self, n: int) -> None:
+        self.p.advance(self.task, n)
+
+    def close(self) -> None:
+        self.p.stop()
+
+
+def _progress_bar(inp: Input):
+    import os
+    import sys
+    if inp.path == "-" or not sys.stderr.isatty():
+        return None
+    try:
+        size = os.path.getsize(inp.path)
+    except OSError:
+        return None
+    return _Bar(inp.display, size) if size >= PROGRESS_MIN_BYTES else None
+
+
+def _counted(blocks, advance):
+    for b in blocks:
+        advance(len(b))
+        yield b
 
 
 def _chain(first: bytes, rest):

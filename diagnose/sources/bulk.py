@@ -33,7 +33,7 @@ def usable(path: str, head: bytes) -> bool:
 BLOCK = 4 * 1024 * 1024     # bounded memory: one block of lines in Rust at a time
 
 
-def scan_bulk(path: str, display: str, ev: Evidence, counts, when_of):
+def scan_bulk(path: str, display: str, ev: Evidence, counts, when_of, progress=None):
     """Yield (line number, text) for the lines parsers must see; aggregate the rest into `ev`."""
     import io
     import polars as pl
@@ -59,6 +59,8 @@ def scan_bulk(path: str, display: str, ev: Evidence, counts, when_of):
         carry = b""
         while True:
             chunk = fh.read(BLOCK)
+            if progress is not None:
+                progress(len(chunk))
             if not chunk and not carry:
                 break
             buf = carry + chunk
