@@ -266,6 +266,9 @@ def _write_atomic(path: str, text: str) -> None:
         fd, tmp = tempfile.mkstemp(dir=d, prefix=".diagnose-", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)     # mkstemp's 0600 is for the temporary file, not the report
         os.replace(tmp, path)
     except OSError as e:
         try:
