@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import shlex
 
 
 def split_top(s: str, sep: str = ",") -> list[str]:
@@ -97,3 +98,45 @@ def parse_dict(text: str) -> dict:
             if k.isidentifier():
                 out[k] = value(v)
     return out
+
+
+def parse_cmdline(args: str, positional_model: bool = False) -> dict:
+    """`--tp 2 --model-path m --enforce-eager` → {"tp": 2, "model_path": "m", "enforce_eager": True}.
+    With `positional_model`, the first bare argument with a `/` is the model (`vllm serve org/m`)."""
+    try:
+        toks = shlex.split(args)
+    except ValueError:
+        toks = args.split()
+    d, i = {}, 0
+    while i < len(toks):
+        t = toks[i]
+        if t.startswith("--"):
+            key, eq, val = t[2:].partition("=")
+            key = key.replace("-", "_")
+            if eq:
+                d[key] = value(val)
+            elif i + 1 < len(toks) and not toks[i + 1].startswith("--"):
+                d[key] = value(toks[i + 1])
+                i += 1
+            else:
+                d[key] = True
+        elif positional_model and "model" not in d and not t.startswith("-") and "/" in t:
+            d["model"] = t
+        i += 1
+    return d
+
+
+def balanced(s: str) -> bool:
+    """Brackets closed and no quote left open: a dump that a paste did not cut or wrap."""
+    depth, quote = 0, None
+    for c in s:
+        if quote:
+            if c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+    return depth <= 0 and quote is None

@@ -5,7 +5,6 @@ Batch lines are parsed by key, not position: field order changed between builds.
 from __future__ import annotations
 
 import re
-import shlex
 
 from ..evidence.model import Evidence
 from . import kv
@@ -67,7 +66,7 @@ class SglangParser:
     def more(self, text: str, ev: Evidence) -> None:
         self._pending.append(text.rstrip("\r\n"))
         body = "".join(self._pending)       # pastes break mid-token (`Fa\nlse`): join as is
-        if _balanced(body) or len(self._pending) > 200:
+        if kv.balanced(body) or len(self._pending) > 200:
             self._server_args(body, self._pending_line, ev)
             self._pending = None
 
@@ -97,7 +96,7 @@ class SglangParser:
                 self._apply(kv.parse_dict(m.group("dict")), line, ev)
                 return True
             body = m.group("body")
-            if _balanced("(" + body):
+            if kv.balanced("(" + body):
                 self._server_args(body, line, ev)
             else:
                 self._pending, self._pending_line = [body], line
@@ -281,24 +280,7 @@ class SglangParser:
         ev.add_event("engine_dead", line.source, line.lineno, line.raw, when)
 
     def _cmdline(self, m, line, ev, when):
-        try:
-            toks = shlex.split(m.group("args"))
-        except ValueError:
-            toks = m.group("args").split()
-        d, i = {}, 0
-        while i < len(toks):
-            t = toks[i]
-            if t.startswith("--"):
-                key, eq, val = t[2:].partition("=")
-                key = key.replace("-", "_")
-                if eq:
-                    d[key] = kv.value(val)
-                elif i + 1 < len(toks) and not toks[i + 1].startswith("--"):
-                    d[key] = kv.value(toks[i + 1])
-                    i += 1
-                else:
-                    d[key] = True
-            i += 1
+        d = kv.parse_cmdline(m.group("args"))
         ev.settings.setdefault("launch_args", {}).update(d)
         self._apply(d, line, ev)
 
@@ -325,18 +307,3 @@ def _num(x):
 def _dp_rank(tags: str) -> int:
     m = re.search(r"\bDP(\d+)", tags or "")
     return int(m.group(1)) if m else 0
-
-
-def _balanced(s: str) -> bool:
-    depth, quote = 0, None
-    for c in s:
-        if quote:
-            if c == quote:
-                quote = None
-        elif c in "'\"":
-            quote = c
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-    return depth <= 0 and quote is None

@@ -5,7 +5,6 @@ Keys on message text, never on the `[file.py:NN]` part, which moves every releas
 from __future__ import annotations
 
 import re
-import shlex
 
 from ..evidence.model import Evidence
 from ..redact import redact
@@ -246,26 +245,7 @@ class VllmParser:
             ev.set_fact("cuda_graphs", True, line.source, line.lineno, "(vLLM default: enforce_eager not set)", override=False)
 
     def _cmdline(self, args: str, line: Line, ev: Evidence) -> None:
-        try:
-            toks = shlex.split(args)
-        except ValueError:
-            toks = args.split()
-        d, i = {}, 0
-        while i < len(toks):
-            t = toks[i]
-            if t.startswith("--"):
-                key, eq, val = t[2:].partition("=")
-                key = key.replace("-", "_")
-                if eq:
-                    d[key] = kv.value(val)
-                elif i + 1 < len(toks) and not toks[i + 1].startswith("--"):
-                    d[key] = kv.value(toks[i + 1])
-                    i += 1
-                else:
-                    d[key] = True
-            elif "model" not in d and not t.startswith("-") and "/" in t:
-                d["model"] = t
-            i += 1
+        d = kv.parse_cmdline(args, positional_model=True)
         ev.settings.setdefault("launch_args", {}).update(d)
         self._facts(d, line, ev)
 
