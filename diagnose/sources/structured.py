@@ -10,7 +10,8 @@ from .reader import Input, InputError
 from .trtllm import CONFIG_KEYS, add_iteration
 
 MAX_BYTES = 64 * 1024 * 1024
-TOML_LINE = re.compile(rb"^\s*(?:\[[^\]]+\]|[\w.\"'-]+\s*=\s*\S.*)\s*$")
+# `key = value` with spaces, as TOML is written; logfmt (`time="…" level=info`) has none.
+TOML_LINE = re.compile(rb"^\s*(?:\[[^\]]+\]|[\w.\"'-]+ = \S.*)\s*$")
 YAML_LINE = re.compile(rb"^\s*(?:-\s+)?[\"']?[\w.\-/]+[\"']?\s*:(?:\s|$)")
 TRT_HINTS = ("kv_cache_config", "tensorrt_llm", "enable_chunked_context", "scheduler_config",
              "cuda_graph_config", "free_gpu_memory_fraction", "max_num_tokens", "tokens_per_block",
