@@ -20,11 +20,9 @@ def test_sample_runs_without_traceback(path):
     p = run_cli("--format", "json", path)
     err = p.stderr.decode()
     assert "Traceback" not in err, err
-    assert p.returncode in (0, 1, 2), err
-    if p.returncode == 2:
-        assert len(err.strip().splitlines()) == 1 and path.name in err
-    else:
-        json.loads(p.stdout)
+    # Every sample is a real log a user would paste: diagnosed, never refused.
+    assert p.returncode in (0, 1), err
+    json.loads(p.stdout)
 
 
 @pytest.mark.parametrize("path", VLLM, ids=[p.name for p in VLLM])
