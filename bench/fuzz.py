@@ -46,7 +46,7 @@ WEIRD_NUMBERS = ["nan", "NaN", "inf", "-inf", "Infinity", "1e309", "-1e309", "1e
                  "-100.0", "100000000000000000000000", "0", "0.0", "999.9", "-1", "1e308", "4.2e+", "1..2",
                  "0x1F", "٣", "1_000"]
 BAD_UTF8 = [b"\xff", b"\xfe\xfe", b"\xc3", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf", b"\x80\x80"]
-NUMBER = re.compile(rb"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+NUMBER = re.compile(rb"(?<![\w.])-?\d{1,20}(?:\.\d{1,12})?(?:[eE][-+]?\d{1,3})?")
 STAMP = re.compile(rb"\b(\d\d)-(\d\d) (\d\d:\d\d:\d\d)")
 
 
@@ -150,7 +150,8 @@ def m_numbers(rng, data, ctx):
 
 
 def m_percent(rng, data, ctx):
-    return re.sub(rb"(\d+(?:\.\d+)?)%", lambda m: rng.choice([b"-", b"", b"1e3", b"nan"]) + m.group(0), data)
+    # bounded and anchored: an unbounded `\d+` here is quadratic on a long line of digits
+    return re.sub(rb"(?<![\d.])(\d{1,12}(?:\.\d{1,6})?)%", lambda m: rng.choice([b"-", b"", b"1e3", b"nan"]) + m.group(0), data)
 
 
 def m_year_boundary(rng, data, ctx):
@@ -174,6 +175,20 @@ def m_long_line(rng, data, ctx):
     filler = rng.choice([b"a", b"(", b"[", b"'", b"0", b" ", b"=", b"1,", kw + b" ", b"prompt: '"])
     line = kw + b" " + (filler * (n // len(filler) + 1))[:n] + b"\n"
     at = rng.choice([0, len(data)]) if rng.random() < 0.5 else data.find(b"\n", rng.randrange(len(data) + 1)) + 1
+    return data[:at] + line + data[at:]
+
+
+def m_deep_nesting(rng, data, ctx):
+    """A dump, dict or JSON value nested far deeper than any engine writes."""
+    n = rng.choice([100, 1000, 50_000])
+    opener, closer = rng.choice([("{'a': ", "}"), ('{"a":', "}"), ("[", "]"), ("(", ")"), ("x=(", ")")])
+    body = opener * n + "1" + (closer * n if rng.random() < 0.7 else "")
+    head = rng.choice(["INFO 01-02 03:04:05 [arg_utils.py:1] non-default args: {'model': 'm', 'x': ",
+                       "INFO 01-02 03:04:05 [core.py:1] Initializing a V1 LLM engine (v0.10.2) with config: model='m', compilation_config=",
+                       "[2025-01-02 03:04:05] server_args=ServerArgs(model_path='m', tp_size=",
+                       '[TensorRT-LLM][INFO] {"iter": 1, "kvCacheStats": ', "args: Namespace(x="])
+    line = (head + body + "\n").encode()
+    at = data.find(b"\n", rng.randrange(len(data) + 1)) + 1
     return data[:at] + line + data[at:]
 
 
@@ -214,12 +229,12 @@ def m_empty_or_blank(rng, data, ctx):
 
 MUTATIONS = {f.__name__[2:]: f for f in (
     m_truncate, m_drop_head, m_splice, m_flip, m_nul, m_bad_utf8, m_shuffle_lines, m_dup_delete_lines,
-    m_interleave, m_numbers, m_percent, m_year_boundary, m_long_line, m_crlf, m_ansi, m_random_lines,
+    m_interleave, m_numbers, m_percent, m_year_boundary, m_long_line, m_deep_nesting, m_crlf, m_ansi, m_random_lines,
     m_gzip, m_empty_or_blank)}
 # Relative weights: the cheap, most telling mutations most often; big or degenerate ones rarely.
 WEIGHTS = {"truncate": 10, "drop_head": 3, "splice": 10, "flip": 8, "nul": 5, "bad_utf8": 5,
            "shuffle_lines": 5, "dup_delete_lines": 5, "interleave": 6, "numbers": 12, "percent": 3,
-           "year_boundary": 4, "long_line": 1, "crlf": 2, "ansi": 2, "random_lines": 8, "gzip": 1,
+           "year_boundary": 4, "long_line": 1, "deep_nesting": 1, "crlf": 2, "ansi": 2, "random_lines": 8, "gzip": 1,
            "empty_or_blank": 0.3}
 # gzip and empty end a chain: mutating compressed bytes further is just random bytes.
 FINAL = {"gzip", "empty_or_blank"}
@@ -330,7 +345,11 @@ def run_range(seed: int, indices: list[int], analyze_every: int, save_dir: str, 
     signal.signal(signal.SIGALRM, _on_alarm)
     slow = []
     for i in indices:
-        src, ops, data = make_input(seed, i, ctx)
+        signal.alarm(HANG_SECONDS)
+        try:
+            src, ops, data = make_input(seed, i, ctx)
+        finally:
+            signal.alarm(0)
         name = str(src.relative_to(src.parents[1])) if len(src.parents) > 1 else src.name
         with open(path, "wb") as fh:
             fh.write(data)

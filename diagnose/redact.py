@@ -1,7 +1,10 @@
-"""Redaction of user content in evidence: prompts, token ids, outputs, secrets, e-mail addresses.
+"""Redaction of user content in evidence: prompts, token ids, outputs, secrets, e-mail addresses,
+client IP addresses.
 
 Applied when evidence text is recorded, so no report format can leak it; `--no-redact`
-switches it off for the whole run.
+switches it off for the whole run. `sources.load()` also passes every kept event and fact text
+through `redact()` and secret-named settings through `redact_setting()`, so a parser that cites a
+raw line (an engine-crash line carrying request headers) cannot leak either.
 """
 from __future__ import annotations
 
@@ -12,18 +15,72 @@ ENABLED = True
 _PROMPT = re.compile(r"(prompt: |output: |text=|prompt=)('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", re.S)
 _PROMPT_OPEN = re.compile(r"(prompt: |output: )(['\"]).*$", re.S)  # truncated line: quote never closed
 _TOKEN_IDS = re.compile(r"(prompt_token_ids: |token_ids=|prompt_token_ids=)\[[^\]]*\]?")
-_BEARER = re.compile(r"(?i)(bearer\s+|authorization:\s*|api[_-]?key[=:]\s*|token=)[A-Za-z0-9._~+/\-]{8,}=*")
+# `Authorization: Bearer …`, `?api_key=…`, `'x-api-key': '…'`, `token=…`, `password=…`: the key,
+# an optional quote, `:` or `=`, then a value of 8+ characters with a letter in it (so SGLang's
+# `#token: 12345678` stays).
+_BEARER = re.compile(
+    r"(?i)(bearer\s+|(?:authorization|api[_-]?key|access[_-]?token|token|secret|password|passwd)['\"]?\s*[=:]\s*['\"]?"
+    r"(?:bearer\s+)?)(?=[A-Za-z0-9._~+/\-]*[A-Za-z])[A-Za-z0-9._~+/\-]{8,}=*")
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
 _SK = re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}")
+# Client addresses (uvicorn access lines, error messages naming the caller). IPv4: four octets
+# not inside a longer dotted run, and not a version (`version 0.10.1.1`, `v0.10.1.1`). IPv6: a
+# hex-and-colon run with `::` or 6+ groups (so `12:34:56` times stay); `[…]` and a trailing
+# `:port` of uvicorn's `host:port` go with it.
+_OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+_IPV4 = re.compile(rf"(?<![\w.])(?<!version )(?:{_OCTET}\.){{3}}{_OCTET}(?![\w.]|\.\d)")
+_IPV6 = re.compile(r"(?<![\w:.])\[?(?=[0-9a-fA-F:]*::|(?:[0-9a-fA-F]{1,4}:){5}[0-9a-fA-F]{1,4})"
+                   r"[0-9a-fA-F:]{2,45}(?:%\w+)?(?:\](?::\d{1,5})?)?(?![\w:])")
+# Settings whose value is a credential, whatever it looks like.
+# (`api_key`, `hf_token`, `ssl_keyfile_password`; not `max_num_batched_tokens` nor `tokenizer`)
+_SECRET_KEY = re.compile(r"(?i)(?:^|[_-])(?:api[_-]?key|token|secret|password|passwd|authorization|credentials?)$")
 
 
 def redact(text: str) -> str:
     if not ENABLED or not text:
         return text
-    t = _PROMPT.sub(lambda m: f"{m.group(1)}<redacted {len(m.group(2)) - 2} chars>", text)
-    t = _PROMPT_OPEN.sub(lambda m: f"{m.group(1)}<redacted>", t)
-    t = _TOKEN_IDS.sub(lambda m: f"{m.group(1)}[<redacted>]", t)
-    t = _BEARER.sub(lambda m: f"{m.group(1)}<redacted>", t)
-    t = _SK.sub("<redacted-key>", t)
-    t = _EMAIL.sub("<redacted-email>", t)
+    t = text
+    # Each pattern only where its literal part occurs: config dumps are long and cited often.
+    if "prompt" in t or "output: " in t or "text=" in t:
+        t = _PROMPT.sub(lambda m: f"{m.group(1)}<redacted {len(m.group(2)) - 2} chars>", t)
+        t = _PROMPT_OPEN.sub(lambda m: f"{m.group(1)}<redacted>", t)
+    if "token_ids" in t:
+        t = _TOKEN_IDS.sub(lambda m: f"{m.group(1)}[<redacted>]", t)
+    t = _secrets(t)
+    if "." in t:
+        t = _IPV4.sub("<ip>", t)
+    if "::" in t or t.count(":") >= 5:
+        t = _IPV6.sub("<ip>", t)
     return t
+
+
+_CREDENTIAL_WORDS = ("bearer", "authoriz", "key", "token", "secret", "passw")
+
+
+def _secrets(t: str) -> str:
+    low = t.lower()
+    if any(w in low for w in _CREDENTIAL_WORDS):
+        t = _BEARER.sub(lambda m: f"{m.group(1)}<redacted>", t)
+    if "sk-" in t:
+        t = _SK.sub("<redacted-key>", t)
+    if "@" in t:
+        t = _EMAIL.sub("<redacted-email>", t)
+    return t
+
+
+def redact_setting(key, value):
+    """A launch argument or config value kept verbatim under `deployment.settings` (and used to
+    write the fix command): a credential by name (`api_key`, `hf_token`, …) is replaced whole; in
+    other strings, bearer tokens, `sk-` keys and e-mail addresses. Host addresses stay: `--host
+    0.0.0.0` is configuration, not a client's."""
+    if not ENABLED:
+        return value
+    if isinstance(key, str) and _SECRET_KEY.search(key) and value not in (None, False, True, "", "None"):
+        return "<redacted>"
+    if isinstance(value, str):
+        return _secrets(value)
+    if isinstance(value, dict):
+        return {k: redact_setting(k, v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_setting(None, v) for v in value)
+    return value

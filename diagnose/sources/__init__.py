@@ -7,11 +7,14 @@ different engines are different deployments: group_inputs() splits them.
 """
 from __future__ import annotations
 
+import math
+
+from .. import redact
 from ..evidence.model import Evidence, InputInfo
 from .common_lines import feed_common
 from .gpu import load_gpu, sniff_gpu
 from .prometheus import load_exposition, load_query_range, sniff_prometheus
-from .lineprefix import Clock, peel
+from .lineprefix import CONTROL, Clock, peel
 from .reader import Input, InputError, resolve
 from .scanner import ScanCounts, scan
 from .sglang import SglangParser
@@ -24,12 +27,16 @@ __all__ = ["load", "load_groups", "InputError", "resolve"]
 # Which parser to offer a line first, by the header shape it carries.
 FIRST_BY_FMT = {"vllm": 0, "sglang": 1, "trtllm": 2, "triton": 2}
 SNIFF_BYTES = 512 * 1024
+# What converting a damaged value raises: float("1..2"), int(float("inf")), int("9" * 5000).
+LINE_ERRORS = (ValueError, ArithmeticError)
 
 
 def load(inputs: list[Input], year: int | None = None, gpu_start=None, gpu_interval: float = 1.0) -> Evidence:
     ev = Evidence()
     for inp in inputs:
         ev.inputs.append(_load_one(inp, ev, year))
+    _finite_rows(ev)
+    _redact_evidence(ev)
     from ..evidence.timeline import align_gpu
     align_gpu(ev, gpu_start, gpu_interval)
     _derive_facts(ev)
@@ -61,15 +68,16 @@ def _sniff_engine(inp: Input, year) -> str | None:
     try:
         probe = Evidence()
         head = next(iter(inp.blocks()), b"")[:SNIFF_BYTES]
-        if sniff_gpu(head):
+        clean = _blank_unreadable(head)[0]
+        if sniff_gpu(clean):
             return None
-        pk = sniff_prometheus(head)
+        pk = sniff_prometheus(clean)
         if pk:
             for prefix, eng in (("vllm:", "vllm"), ("sglang", "sglang"), ("trtllm", "trtllm"), ("nv_trt_llm", "trtllm")):
                 if prefix.encode() in head:
                     return eng
             return None
-        kind = sniff(head)
+        kind = sniff(clean)
         if kind:
             return "trtllm" if b"TensorRT" in head or b"kv_cache_config" in head or b"iterLatencyMS" in head or b"Active Request Count" in head else None
         cut = Input.__new__(Input)
@@ -83,21 +91,26 @@ def _sniff_engine(inp: Input, year) -> str | None:
 def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False) -> InputInfo:
     blocks = inp.blocks()
     first = next(blocks, b"")
-    prom_kind = sniff_prometheus(first[:SNIFF_BYTES]) if first else None
+    # Sniffed without its unreadable lines, which every reader skips: one damaged line (a
+    # `vllm:…` metric cut by a NUL at the top of an SGLang log) turned a whole log into a "scrape".
+    head = _blank_unreadable(first[:SNIFF_BYTES])[0] if first else b""
+    prom_kind = sniff_prometheus(head) if first else None
     if prom_kind:
-        text = (first + b"".join(blocks)).decode("utf-8", "replace")
+        data, bad = _blank_unreadable(first + b"".join(blocks))
+        text = data.decode("utf-8", "replace")
         info = (load_query_range if prom_kind == "query_range" else load_exposition)(text, inp.display, ev)
         if "DCGM_FI_" in text:     # node and engine metrics scraped together
             from .gpu import _dcgm
             _dcgm(text.splitlines(), inp.display, ev, info)
-        return info
-    gpu_kind = sniff_gpu(first[:SNIFF_BYTES]) if first else None
+        return _note_unreadable(info, bad)
+    gpu_kind = sniff_gpu(head) if first else None
     if gpu_kind:
+        data, bad = _blank_unreadable(first + b"".join(blocks))
         replay = Input.__new__(Input)
         replay.path, replay.display = inp.path, inp.display
-        replay.blocks = lambda: _chain(first, blocks)
-        return load_gpu(gpu_kind, replay, ev)
-    kind = sniff(first[:SNIFF_BYTES]) if first else None
+        replay.blocks = lambda: iter([data])
+        return _note_unreadable(load_gpu(gpu_kind, replay, ev), bad)
+    kind = sniff(head) if first else None
     if kind:
         replay = Input.__new__(Input)
         replay.path, replay.display = inp.path, inp.display
@@ -127,25 +140,32 @@ def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False
         if bar:
             src = _counted(src, bar.advance)
         lines_iter = scan(src, counts, follow=pending)
+    malformed = 0
     for lineno, text in lines_iter:
-        if pending():
-            for p in parsers[1:]:
-                if p.wants_more():
-                    p.more(text, ev)
-            recognised += 1
-            continue
-        line = peel(inp.display, lineno, text)
-        when = clock.at(line)
-        if feed_common(line, ev, when):
-            recognised += 1
-            continue
-        first_idx = FIRST_BY_FMT.get(line.fmt)
-        order = parsers if first_idx is None else [parsers[first_idx]] + [p for i, p in enumerate(parsers) if i != first_idx]
-        for p in order:
-            if p.feed(line, ev, when):
+        # The parsers convert what their regexes matched (`[\d.]+`, dict values) with float()/int();
+        # a damaged line (`1..2`, `inf` or 5000 digits where a count belongs, a cut `4.2e+`) makes
+        # that raise. Such a line is skipped and counted: one bad line never costs the whole file.
+        try:
+            if pending():
+                for p in parsers[1:]:
+                    if p.wants_more():
+                        p.more(text, ev)
                 recognised += 1
-                engine_lines[p.engine] = engine_lines.get(p.engine, 0) + 1
-                break
+                continue
+            line = peel(inp.display, lineno, text)
+            when = clock.at(line)
+            if feed_common(line, ev, when):
+                recognised += 1
+                continue
+            first_idx = FIRST_BY_FMT.get(line.fmt)
+            order = parsers if first_idx is None else [parsers[first_idx]] + [p for i, p in enumerate(parsers) if i != first_idx]
+            for p in order:
+                if p.feed(line, ev, when):
+                    recognised += 1
+                    engine_lines[p.engine] = engine_lines.get(p.engine, 0) + 1
+                    break
+        except LINE_ERRORS:
+            malformed += 1
     if bar:
         bar.close()
     for p in parsers[1:]:
@@ -166,6 +186,8 @@ def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False
             raise InputError(f"{inp.display}: not UTF-8 text ({counts.unreadable} of {counts.lines} lines unreadable)")
     if counts.unreadable:
         info.errors.append(f"{counts.unreadable} unreadable line(s) (invalid UTF-8 or NUL bytes) skipped")
+    if malformed:
+        info.errors.append(f"{malformed} line(s) with malformed values skipped")
     if engine_lines:
         info.engine = max(engine_lines, key=engine_lines.get)
         ev.set_fact("engine", info.engine, override=False)
@@ -214,14 +236,165 @@ def _counted(blocks, advance):
         yield b
 
 
+def _blank_unreadable(data: bytes) -> tuple[bytes, int]:
+    """Scrapes and GPU samples are read whole: a line with NUL bytes or invalid UTF-8 is emptied
+    (line numbers hold) and counted, as the log scanner skips and counts it. Before, such lines
+    were parsed with U+FFFD in them and never counted."""
+    if b"\x00" not in data:
+        try:
+            data.decode("utf-8")
+            return data, 0
+        except UnicodeDecodeError:
+            pass
+    lines = data.split(b"\n")
+    bad = 0
+    for i, raw in enumerate(lines):
+        if not raw:
+            continue
+        try:
+            raw.decode("utf-8")
+            ok = b"\x00" not in raw
+        except UnicodeDecodeError:
+            ok = False
+        if not ok:
+            lines[i] = b""
+            bad += 1
+    return b"\n".join(lines), bad
+
+
+def _note_unreadable(info: InputInfo, bad: int) -> InputInfo:
+    if bad:
+        info.unreadable_lines = bad
+        info.unrecognised_lines = max(0, info.unrecognised_lines - bad)
+        info.errors.append(f"{bad} unreadable line(s) (invalid UTF-8 or NUL bytes) skipped")
+    return info
+
+
 def _chain(first: bytes, rest):
     if first:
         yield first
     yield from rest
 
 
+# Facts that are numbers. A damaged or hostile input can give them `inf`, `nan`, `1e309`, `'x'`,
+# a list, or True (`tensor_parallel_size=inf` in a dump, `"maxNumBlocks": 1e309` in JSON); such a
+# value is dropped — unknown — so nothing downstream computes with it (int(inf) raised here, in
+# the signals and in rules). Numeric strings (`"8192"`, `"16,384"`) become numbers.
+INT_FACTS = frozenset((
+    "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_num_seqs",
+    "max_num_batched_tokens", "max_model_len", "kv_cache_tokens", "num_gpu_blocks", "block_size",
+    "tokens_per_block", "gpu_count", "world_size_logged", "cuda_graph_max_size", "gpus_per_node", "nodes",
+    "max_sessions", "max_queue_depth"))
+FLOAT_FACTS = frozenset((
+    "gpu_memory_utilization", "max_concurrency", "gpu_memory_gib", "kv_cache_memory_gib",
+    "weights_gib_per_gpu", "gpu_avail_at_start_gib", "available_gpu_mem_gib", "startup_seconds",
+    "load_seconds", "compile_seconds", "capture_seconds", "schedule_conservativeness"))
+
+
+HUGE = 1e15      # beyond any real count, rate, size or percentage in these inputs
+
+
+def _number(v, integral: bool):
+    if isinstance(v, str):
+        try:
+            v = float(v.strip().replace(",", ""))
+        except ValueError:
+            return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not -HUGE < v < HUGE:
+        return None     # also a 400-digit int: float() of it raised OverflowError in the rules
+    if isinstance(v, float) and integral and v.is_integer():
+        return int(v)
+    return v
+
+
+def _sane_facts(ev: Evidence) -> None:
+    for name in INT_FACTS | FLOAT_FACTS:
+        f = ev.facts.get(name)
+        if f is None:
+            continue
+        v = _number(f.value, name in INT_FACTS)
+        if v is None:
+            del ev.facts[name]
+        elif v is not f.value:
+            f.value = v
+
+
+def _finite_rows(ev: Evidence) -> None:
+    """`nan`, `inf`, a number too big for a float (400 digits, 1e309) or one no rate, count or
+    percentage reaches (10^15 and up) in a stats line, a GPU sample or a scrape is damage, not a
+    measurement: it becomes a gap. Left in, it broke int() in the signals, and a standard
+    deviation of 1e307s overflowed: NaN and Infinity (not JSON) reached the report."""
+    for rows, ident in ((ev.stats_rows, "engine_idx"), (ev.gpu_rows, "gpu")):
+        drop = set()
+        for r in rows:
+            for k, v in r.items():
+                if (v.__class__ is float or v.__class__ is int) and not -HUGE < v < HUGE:
+                    r[k] = None     # an int of 24 digits did not fit polars' Int64 either
+                    if k == ident:
+                        drop.add(id(r))
+        if drop:    # a row whose GPU / engine index is damaged belongs to no GPU / engine
+            rows[:] = [r for r in rows if id(r) not in drop]
+    for bucket in ev.events.values():
+        for e in bucket:
+            for k, v in e.data.items():
+                if (v.__class__ is float or v.__class__ is int) and not -HUGE < v < HUGE:
+                    e.data[k] = None
+    # Settings are shown verbatim: a non-finite value (`max_num_batched_tokens=1e309` in a dump,
+    # `.inf` in YAML) is shown as its text, since NaN and Infinity are not JSON.
+    ev.settings = _finite_settings(ev.settings)
+
+
+def _redact_evidence(ev: Evidence) -> None:
+    """Every kept event and fact text through redact(), whichever parser recorded it: several cite
+    the raw line (an engine-crash line can carry request headers, an OOM line a client address,
+    a config excerpt an `api_key=`), and only some parsers redacted. Credentials among the
+    settings (`--api-key`, SGLang's `api_key=`) too: they reach the JSON and the fix command.
+    Control characters become U+FFFD in what is kept, values included (a stray `\x1b[`, a
+    flipped byte: JUnit XML was invalid with them, and a terminal would take them as escapes) —
+    here, on the few kept texts, not per line while scanning."""
+    for bucket in ev.events.values():
+        for e in bucket:
+            if isinstance(e.text, str):
+                e.text = _printable(redact.redact(e.text))
+    for f in ev.facts.values():
+        if isinstance(f.text, str):
+            f.text = _printable(redact.redact(f.text))
+        if isinstance(f.value, str):
+            f.value = _printable(f.value)
+    ev.settings = _printable_settings(redact.redact_setting(None, ev.settings))
+
+
+def _printable_settings(x, depth: int = 0):
+    if isinstance(x, str):
+        return _printable(x)
+    if depth > 64:
+        return x
+    if isinstance(x, dict):
+        return {_printable(k) if isinstance(k, str) else k: _printable_settings(v, depth + 1) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_printable_settings(v, depth + 1) for v in x)
+    return x
+
+
+def _printable(text: str) -> str:
+    return CONTROL.sub("\ufffd", text) if CONTROL.search(text) else text
+
+
+def _finite_settings(x, depth: int = 0):
+    if x.__class__ is float and not math.isfinite(x):
+        return repr(x)
+    if depth > 64 and isinstance(x, (dict, list, tuple)):
+        return "…"      # nesting no engine writes (`{"a":{"a":…` from a damaged dump): not recursed into
+    if isinstance(x, dict):
+        return {k: _finite_settings(v, depth + 1) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_finite_settings(v, depth + 1) for v in x)
+    return x
+
+
 def _derive_facts(ev: Evidence) -> None:
     """Facts that follow from other facts (kept here so every source benefits)."""
+    _sane_facts(ev)
     f = ev.fact
     if f("kv_cache_tokens") is None and f("num_gpu_blocks") is not None:
         ev.set_fact("kv_cache_tokens", f("num_gpu_blocks") * (f("block_size") or 16),

@@ -77,7 +77,12 @@ def load_gpu(kind: str, inp: Input, ev: Evidence) -> InputInfo:
     lines = text.splitlines()
     info = InputInfo(path=inp.display, kind=f"gpu-{kind}", lines=len(lines))
     parse = {"dmon": _dmon, "query": _query, "topo": _topo, "nvlink": _nvlink, "dcgm": _dcgm, "nvml": _nvml}[kind]
-    info.recognised_lines = parse(lines, inp.display, ev, info)
+    try:
+        info.recognised_lines = parse(lines, inp.display, ev, info)
+    except (ValueError, ArithmeticError, TypeError, AttributeError, KeyError) as e:
+        # What the parsers cannot take apart (a GPU index of 5000 digits, a `diagnose gpu --live`
+        # file whose JSON has the wrong shapes) is a damaged file: one line naming it, exit 2.
+        raise InputError(f"{inp.display}: damaged {kind} output ({type(e).__name__}: {str(e)[:80]})") from None
     info.unrecognised_lines = max(0, info.lines - info.recognised_lines)
     if info.recognised_lines == 0:
         raise InputError(f"{inp.display}: looks like {kind} output but no line could be read")
@@ -92,9 +97,10 @@ def _num(tok: str):
     if not m:
         return None
     try:
-        return float(m.group())
+        x = float(m.group())
     except ValueError:
         return None
+    return x if -1e15 < x < 1e15 else None     # 400 digits read as inf: no sample (int() of it raised)
 
 
 def _row(ev: Evidence, **kw) -> None:
@@ -300,7 +306,7 @@ def _dcgm(lines, src, ev, info) -> int:
         except (ValueError, TypeError):
             # A series listing without a value (copied from a query UI): the labels still name the GPU.
             labels = dict(re.findall(r'(\w+)="([^"]*)"', l))
-            if "gpu" in labels and labels["gpu"].isdigit():
+            if "gpu" in labels and labels["gpu"].isdigit() and len(labels["gpu"]) < 7:   # int() refuses 5000 digits
                 _gpu_info(ev, int(labels["gpu"]), name=labels.get("modelName") or labels.get("model_name"))
                 n += 1
                 ev.counters["dcgm_series_without_value"] = ev.counters.get("dcgm_series_without_value", 0) + 1

@@ -6,6 +6,7 @@ import ast
 import json
 import re
 import shlex
+import warnings
 
 
 def split_top(s: str, sep: str = ",") -> list[str]:
@@ -47,12 +48,20 @@ def value(v: str):
     if v[:1] == "{" and v.endswith("}"):
         try:
             return json.loads(v)
-        except ValueError:
+        except (ValueError, RecursionError):   # RecursionError: `{"a":{"a":…` nested 100 000 deep
             pass
     try:
-        return ast.literal_eval(v)   # literals only: never evaluates code
+        return _literal(v)   # literals only: never evaluates code
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return v
+
+
+def _literal(text: str):
+    # A logged string such as 'C:\s' holds an escape Python does not know: literal_eval warns
+    # (DeprecationWarning, SyntaxWarning from 3.12) and the warning reached the user's stderr.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.literal_eval(text)
 
 
 def parse_pairs(body: str) -> dict:
@@ -84,7 +93,7 @@ def parse_dict(text: str) -> dict:
     """A python dict repr → dict; falls back to top-level `'key': value` pairs if it has reprs."""
     text = text.strip()
     try:
-        d = ast.literal_eval(text)
+        d = _literal(text)
         if isinstance(d, dict):
             return d
     except (ValueError, SyntaxError, MemoryError, RecursionError):
@@ -128,7 +137,14 @@ def parse_cmdline(args: str, positional_model: bool = False) -> dict:
 
 def balanced(s: str) -> bool:
     """Brackets closed and no quote left open: a dump that a paste did not cut or wrap."""
-    depth, quote = 0, None
+    depth, quote = balance(s)
+    return depth <= 0 and quote is None
+
+
+def balance(s: str, state: tuple = (0, None)) -> tuple:
+    """(bracket depth, open quote) after `s`, continuing from `state`: a dump wrapped over many
+    lines is checked line by line instead of re-scanning all of it for every line."""
+    depth, quote = state
     for c in s:
         if quote:
             if c == quote:
@@ -139,4 +155,4 @@ def balanced(s: str) -> bool:
             depth += 1
         elif c in ")]}":
             depth -= 1
-    return depth <= 0 and quote is None
+    return depth, quote

@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# Control characters left after ANSI colour is removed (a cut `\x1b[`, a flipped byte, a
+# terminal title sequence): they made the JUnit report invalid XML and would reach the user's
+# terminal as escapes. sources.load() turns them into U+FFFD in what evidence keeps (not here:
+# this runs for every candidate line); tabs stay.
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff]")   # C0, DEL, C1, XML non-characters
 COLLECTOR = re.compile(
     r"^(?:(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?) "
     r"|[A-Za-zа-я]{3,4}\.? +\d{1,2} \d\d:\d\d:\d\d \S+ [\w.\-/]+(?:\[\d+\])?: )"
@@ -128,6 +133,9 @@ def _dt(date: str, hms: str) -> datetime | None:
         return None
 
 
+LATE_LINE = timedelta(hours=1)     # how late a line written before New Year can arrive after it
+
+
 class Clock:
     """Turns year-less `MM-DD HH:MM:SS` stamps into datetimes that order across a new year."""
 
@@ -136,6 +144,7 @@ class Clock:
         self.guessed = year is None      # no year given: GPU samples with dates may correct it
         self.base_year = self.year
         self._last: tuple[int, int] | None = None
+        self._last_dt: datetime | None = None
 
     def at(self, line: Line) -> datetime | None:
         if line.dt is not None:
@@ -152,11 +161,21 @@ class Clock:
         if line.stamp is None:
             return None
         mon, day, hms = line.stamp
-        if self._last is not None and (mon, day) < self._last and self._last[0] - mon >= 6:
-            self.year += 1   # December → January: a new year began
-        self._last = (mon, day)
         try:
             h, mi, s = (int(x) for x in hms.split(":"))
-            return datetime(self.year, mon, day, h, mi, s)
+            if self._last is not None and (mon, day) < self._last and self._last[0] - mon >= 6:
+                self.year += 1   # December → January: a new year began
+            elif self._last_dt is not None and mon - self._last[0] >= 6:
+                # December after January. A line from just before midnight that arrives after the
+                # first line of the new year (several processes write one file) belongs to the old
+                # year: taken as this one it jumped 11 months ahead, and the next January line
+                # began yet another year. A real gap of months stays as it was.
+                late = datetime(self.year - 1, mon, day, h, mi, s)
+                if timedelta(0) <= self._last_dt - late <= LATE_LINE:
+                    return late
+            self._last = (mon, day)
+            self._last_dt = datetime(self.year, mon, day, h, mi, s)
+            return self._last_dt
         except ValueError:
+            self._last = (mon, day)
             return None

@@ -381,7 +381,7 @@ def is_nvml_file(head: bytes) -> bool:
     first, newline, _ = text.partition("\n")
     try:
         obj = json.loads(first)
-    except ValueError:
+    except (ValueError, RecursionError):   # RecursionError: a first line of `[[[[…]]]]` 100 000 deep
         return not newline and bool(_FORMAT_KEY.match(first))
     return isinstance(obj, dict) and obj.get("format") == FORMAT
 
@@ -402,6 +402,8 @@ def read(text: str) -> dict:
             obj = json.loads(line)
         except ValueError as e:
             raise ValueError(f"line {n}: not valid JSON ({e.msg} at column {e.colno})") from None
+        except RecursionError:   # nesting no writer produces: damage, reported like any bad line
+            raise ValueError(f"line {n}: not valid JSON (nested too deeply)") from None
         if not isinstance(obj, dict):
             raise ValueError(f"line {n}: expected a JSON object, got {type(obj).__name__}")
         if header is None:

@@ -7,6 +7,7 @@ Every engine's metric families map onto the same stats columns the log parsers f
 from __future__ import annotations
 
 import json
+import math
 import re
 from datetime import datetime, timedelta, timezone
 
@@ -49,6 +50,7 @@ FACT_GAUGES = {"sglang:max_total_num_tokens": "kv_cache_tokens", "sglang:max_run
 ENGINE_OF = (("vllm:", "vllm"), ("sglang:", "sglang"), ("sglang_", "sglang"), ("trtllm", "trtllm"),
              ("nv_trt_llm", "trtllm"), ("nv_inference", "trtllm"))
 METRIC_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+(?P<ts>-?\d+(?:\.\d+)?))?\s*$")
+MAX_TS = 32503680000.0     # year 3000, in seconds: later sample times are damage, not dates
 FAMILIES = ("vllm:", "sglang:", "sglang_", "trtllm_", "nv_trt_llm_", "nv_inference_", "forge_")
 
 
@@ -110,7 +112,7 @@ def load_query_range(text: str, source: str, ev: Evidence) -> InputInfo:
     try:
         doc = json.loads(text)
         result = doc["data"]["result"]
-    except (ValueError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError, RecursionError) as e:
         raise InputError(f"{source}: not a Prometheus query_range response ({e})") from None
     samples = []
     for series in result:
@@ -133,6 +135,12 @@ def _from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> 
     buckets: dict = {}
     engines = set()
     for scrape, ts, name, labels, value, line in samples:
+        # A damaged scrape can say `NaN`, `+Inf`, `1e309` or 400 digits for a value, or carry a timestamp no
+        # clock reaches (fromtimestamp() raised): no measurement, and no time, respectively.
+        if not -1e300 < value < 1e300:     # NaN and ±Inf compare false; math.isfinite(10**400) raised
+            continue
+        if ts is not None and not (0 < ts < MAX_TS):
+            ts = None
         fam = _family(name)
         for prefix, eng in ENGINE_OF:
             if name.startswith(prefix):
@@ -160,7 +168,12 @@ def _from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> 
             counters.setdefault((name, tuple(sorted(labels.items()))), []).append((when, scrape, value, key))
         elif fam in HISTOGRAMS and name.endswith("_bucket") and "le" in labels:
             rest = tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
-            le = float("inf") if labels["le"] in ("+Inf", "Inf") else float(labels["le"])
+            try:
+                le = float(labels["le"])   # "+Inf" included; a damaged label (`+Inv`) drops the bucket
+            except ValueError:
+                continue
+            if le != le:
+                continue
             buckets.setdefault((fam, rest), {}).setdefault((scrape, when), {})[le] = (value, key)
     # counters → rates between consecutive scrapes that carry times
     for (name, _), pts in counters.items():
@@ -228,9 +241,10 @@ def _cache_config(labels: dict, source: str, line: int, ev: Evidence) -> None:
     text = "vllm:cache_config_info{" + ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))[:300] + "}"
     def num(k):
         try:
-            return float(labels[k])
+            x = float(labels[k])
         except (KeyError, ValueError):
             return None
+        return x if math.isfinite(x) else None    # `num_gpu_blocks="inf"`: int() raised
     if num("gpu_memory_utilization") is not None:
         ev.set_fact("gpu_memory_utilization", num("gpu_memory_utilization"), source, line, text)
     if num("num_gpu_blocks") is not None:
@@ -350,9 +364,12 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
                         v = float(val)
                     except (TypeError, ValueError):
                         continue
-                    if v != v:      # NaN: histogram_quantile with no data
+                    if not math.isfinite(v):      # NaN: histogram_quantile with no data; ±Inf: no value either
                         continue
-                    when = datetime.fromtimestamp(float(ts), tz=timezone.utc).replace(tzinfo=None)
+                    try:
+                        when = datetime.fromtimestamp(float(ts), tz=timezone.utc).replace(tzinfo=None)
+                    except (TypeError, ValueError, OverflowError, OSError):
+                        continue
                     if col.startswith("fact:"):
                         f = col[5:]
                         ev.set_fact(f, int(v) if f in ("max_num_seqs", "kv_cache_tokens", "max_model_len", "max_sessions", "max_queue_depth") else v,

@@ -64,9 +64,13 @@ class SglangParser:
         return self._pending is not None
 
     def more(self, text: str, ev: Evidence) -> None:
-        self._pending.append(text.rstrip("\r\n"))
-        body = "".join(self._pending)       # pastes break mid-token (`Fa\nlse`): join as is
-        if kv.balanced(body) or len(self._pending) > 200:
+        text = text.rstrip("\r\n")
+        self._pending.append(text)
+        # Balance carried over line by line: re-scanning the whole joined dump for every new line
+        # was quadratic (an unclosed 150 KB `ServerArgs(` line took seconds).
+        self._balance = kv.balance(text, self._balance)
+        if (self._balance[0] <= 0 and self._balance[1] is None) or len(self._pending) > 200:
+            body = "".join(self._pending)       # pastes break mid-token (`Fa\nlse`): join as is
             self._server_args(body, self._pending_line, ev)
             self._pending = None
 
@@ -100,6 +104,7 @@ class SglangParser:
                 self._server_args(body, line, ev)
             else:
                 self._pending, self._pending_line = [body], line
+                self._balance = kv.balance(body)
             return True
         for rx, fn in self._simple:
             m = rx.search(msg)

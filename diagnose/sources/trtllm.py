@@ -129,7 +129,7 @@ class TrtllmParser:
     def _json_line(self, text: str, line: Line, ev: Evidence) -> None:
         try:
             obj = json.loads(text, strict=False)
-        except ValueError:
+        except (ValueError, RecursionError):   # RecursionError: `{"a":{"a":…` nested 100 000 deep
             ev.count("trtllm_bad_json")
             return
         add_iteration(obj, ev, line.source, line.lineno)
@@ -250,8 +250,27 @@ def _norm_dtype(d: str) -> str:
     return {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}.get(d, d)
 
 
+def _clean(d: dict) -> dict:
+    """Untrusted JSON keeps its plausible numbers, nested objects and time stamps only: `NaN`,
+    `1e309` (inf), strings, lists or `true` where a count belongs made int() and the arithmetic
+    below raise (OverflowError, TypeError), and a non-object `kvCacheStats` broke `.get`."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out[k] = _clean(v)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            if -1e15 < v < 1e15:    # not NaN, not inf, not a 400-digit int (float() of it raises)
+                out[k] = v
+        elif isinstance(v, str) and k in ("timestamp", "Timestamp"):
+            out[k] = v
+    return out
+
+
 def add_iteration(obj: dict, ev: Evidence, source: str, line: int) -> None:
     """One IterationStats object (trtllm-serve /metrics) or Triton stats line → a stats row."""
+    if not isinstance(obj, dict):   # a stats line whose JSON is a list or a number
+        return
+    obj = _clean(obj)
     g = obj.get
     kvs = g("kvCacheStats") or obj      # salvaged (flattened) objects carry the keys at top level
     ifb = g("inflightBatchingStats") or obj

@@ -5,8 +5,10 @@ Keys on message text, never on the `[file.py:NN]` part, which moves every releas
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from ..evidence.model import Evidence
+from .. import redact as _redaction
 from ..redact import redact
 from . import kv
 from .common_lines import note_prompt
@@ -353,8 +355,15 @@ class VllmParser:
     ]
 
 
+@lru_cache(maxsize=4)
+def _redacted(raw: str, enabled: bool) -> str:
+    return redact(raw)      # one config line gives many facts: redact it once, not per key
+
+
 def excerpt(raw: str, key: str, width: int = 160) -> str:
     """A long config line cut down to the part around `key`, so evidence shows what matters."""
+    # Redacted before it is cut: a cut can drop the `api_key=` that tells a credential from text.
+    raw = _redacted(raw, _redaction.ENABLED)
     if len(raw) <= width:
         return raw
     i = raw.find(key)
