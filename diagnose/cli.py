@@ -260,7 +260,23 @@ def _terminal_text(data, timeline, verbose, comparison=None) -> str:
 
 
 def _write_atomic(path: str, text: str) -> None:
-    """Write to a temporary file beside the target, then rename: never a half-written report."""
+    """Write to a temporary file beside the target, then rename: never a half-written report.
+    A device or pipe (`-o /dev/stdout`, a FIFO) is written directly: renaming over it would
+    replace the device node with a regular file."""
+    import stat
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        try:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as e:
+            _die(f"{path}: cannot write report ({e.strerror or e})")
+        return
+    if mode is not None and stat.S_ISDIR(mode):
+        _die(f"{path}: is a directory (give a file name for --output)")
     d = os.path.dirname(os.path.abspath(path)) or "."
     try:
         fd, tmp = tempfile.mkstemp(dir=d, prefix=".diagnose-", suffix=".tmp")

@@ -376,6 +376,29 @@ def test_year_boundary(data):
     assert [t - times1[0] for t in times1] == [t - times0[0] for t in times0]
 
 
+@settings(max_examples=ex(30))
+@given(st.integers(-120, 60), st.lists(st.integers(0, 5), min_size=20, max_size=120), st.integers(2023, 2030))
+def test_two_processes_writing_over_new_year(start, delays, year):
+    """APIServer and EngineCore write one file over midnight on New Year's Eve; a line may land a
+    few seconds late. Every stats line keeps its own time: no year skipped, none repeated."""
+    t0 = datetime(year, 12, 31, 23, 59, 0) + timedelta(seconds=start)
+    lines, truth = [], []
+    for i, late in enumerate(delays):
+        t = t0 + timedelta(seconds=i)
+        proc = "(EngineCore_DP0 pid=301)" if i % 2 else "(APIServer pid=1)"
+        truth.append(t)
+        # written at t, appears after lines written up to `late` seconds later
+        lines.append((t + timedelta(seconds=late), f"{proc} INFO {t:%m-%d %H:%M:%S} [loggers.py:123] Engine 000: "
+                      f"Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: 20.0 tokens/s, "
+                      f"Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 5.0%, Prefix cache hit rate: 0.0%\n"))
+    order = sorted(range(len(lines)), key=lambda i: lines[i][0])
+    text = "".join(lines[i][1] for i in order).encode()
+    path = _write(text)
+    ev = load(resolve([path]), year=t0.year if order and truth[order[0]].year == t0.year else t0.year + 1)
+    got = [r["time"] for r in ev.stats_rows]
+    assert got == [truth[i] for i in order]
+
+
 @settings(max_examples=ex(20))
 @given(st.sampled_from(ALL_FILES), st.randoms(use_true_random=False))
 def test_lines_out_of_order(path, rnd):

@@ -411,11 +411,6 @@ def _full_device(tmp_path) -> Path:
     return dev
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "diagnose/cli.py _write_atomic writes a temporary file beside the target and renames it over: "
-    "for a device such as /dev/full or /dev/null that replaces the device node with a regular "
-    "file (exit 0), so disk-full is never seen — and run as root, `-o /dev/null` destroys "
-    "/dev/null. Special files need a direct write."))
 def test_output_to_a_full_device(tmp_path):
     dev = _full_device(tmp_path)
     p = run_cli("--format", "json", "--output", dev, LOG)
