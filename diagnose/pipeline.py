@@ -40,7 +40,9 @@ class Analysis:
     def to_json(self) -> dict:
         r = self.result
         if self.instance == "fleet":
-            return {"instance": "fleet", "signals_fleet": {k: v for k, v in self.signals.values.items() if v is not None},
+            return {"instance": "fleet", "schema_version": SCHEMA_VERSION,
+                    "tool": {"name": "diagnose", "version": __version__},
+                    "signals_fleet": {k: v for k, v in self.signals.values.items() if v is not None},
                     "verdict": r.verdict, "findings": [f.to_json() for f in r.findings],
                     "not_applicable": r.not_applicable, "passed": r.passed, "errors": r.errors,
                     "inputs": [i.to_json() for i in self.evidence.inputs], "deployment": {}}

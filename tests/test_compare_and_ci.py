@@ -111,3 +111,10 @@ def test_project_config_in_the_working_directory_and_threshold_override(tmp_path
 def test_rules_docs_show_thresholds():
     out = run_cli("rules", "client-bound").stdout.decode()
     assert "kv_low_pct = 20" in out
+
+
+@pytest.mark.parametrize("fmt", ["terminal", "markdown", "json", "sarif", "junit"])
+def test_a_fleet_renders_in_every_format(fmt):
+    p = run_cli("--format", fmt, FIXTURES / "rules" / "replica-imbalance" / "fires.prom")
+    assert p.returncode == 0, p.stderr.decode()
+    assert "replica-imbalance" in p.stdout.decode()

@@ -14,10 +14,18 @@ def render(data: dict, timeline: dict | None = None) -> str:
     findings = data["findings"]
     v = data["verdict"] or {}
     model = dep.get("model") or "unknown model"
-    out = [f"# diagnose: {len(findings)} finding(s) for {model} ({dep.get('engine') or 'unknown engine'})", ""]
+    if data.get("instance") == "fleet":
+        title = f"# diagnose: fleet of {len(v.get('ranking') or [])} replicas — {len(findings)} fleet finding(s)"
+    elif data.get("instance"):
+        title = f"# diagnose: replica {data['instance']} — {len(findings)} finding(s) for {model}"
+    else:
+        title = f"# diagnose: {len(findings)} finding(s) for {model} ({dep.get('engine') or 'unknown engine'})"
+    out = [title, ""]
     also = f" (also: {', '.join(v.get('also') or [])})" if v.get("also") else ""
     out.append(f"**Bottleneck verdict: `{v.get('bottleneck')}`**{also}")
     out += [f"- {s}" for s in v.get("signals", [])]
+    if v.get("ranking"):
+        out.append(f"- replicas, worst first: {', '.join(f'`{r}`' for r in v['ranking'])}")
     out.append("")
     rows = summary_rows(dep)
     if rows:
