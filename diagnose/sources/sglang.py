@@ -14,9 +14,15 @@ ENGINE = "sglang"
 
 SERVER_ARGS = re.compile(r"(?:server_args=)?`?ServerArgs\((?P<body>.*)$|server_args=(?P<dict>\{.*)$")
 BATCH = re.compile(r"^(?:(?P<kind>Prefill|Decode) batch(?:\(mixed[^)]*\))?(?: ?\[\d+\])?[.,] |(?P<old>new fill batch\. )|(?=#running-req: ))")
-ITEM = re.compile(r"(?P<k>#?[a-zA-Z][\w\- ]*?(?: \(token/s\)| \(GB/s per GPU\)| \(per GPU\))?): (?P<v>[-\w.%=]+)")
+# Key lengths bounded ({0,80}): unbounded, a long batch line without `: ` took quadratic time
+# (a 300 KB damaged line: minutes).
+ITEM = re.compile(r"(?P<k>#?[a-zA-Z][\w\- ]{0,80}?(?: \(token/s\)| \(GB/s per GPU\)| \(per GPU\))?): (?P<v>[-\w.%=]+)")
 OLD_ITEM = re.compile(r"#(?P<k>\w+): (?P<v>[\d.]+)%?")
-LOAD_END = re.compile(r"Load weight end\..*?(?:type=(?P<type>\w+))?.*?(?:dtype=torch\.(?P<dtype>\w+))?.*?avail mem=(?P<avail>[\d.]+) GB(?:, mem usage=(?P<usage>[\d.]+) GB)?")
+# Three lazy `.*?` around optional groups backtracked cubically when `avail mem=` was missing (a
+# 2 KB line: 16 s, 8 KB: 12 min); the lookahead fails such a line at once. The optional groups,
+# each tried before skipped, now also capture type= and dtype= (lazily skipped, they never did).
+LOAD_END = re.compile(r"Load weight end\.(?=.*?avail mem=[\d.]+ GB)(?:.*?\btype=(?P<type>\w+))?(?:.*?dtype=torch\.(?P<dtype>\w+))?"
+                      r".*?avail mem=(?P<avail>[\d.]+) GB(?:, mem usage=(?P<usage>[\d.]+) GB)?")
 LOAD_BEGIN = re.compile(r"Load weight begin\. avail mem=(?P<avail>[\d.]+) GB")
 KV_ALLOC = re.compile(r"KV Cache is allocated\..*?#tokens: (?P<n>\d+)(?:, K size: (?P<k>[\d.]+) GB, V size: (?P<v>[\d.]+) GB|, KV size: (?P<kv>[\d.]+) GB)?")
 KV_DTYPE = re.compile(r"Using KV cache dtype: (?:torch\.)?(?P<d>\w+)")

@@ -274,6 +274,10 @@ def add_iteration(obj: dict, ev: Evidence, source: str, line: int) -> None:
     g = obj.get
     kvs = g("kvCacheStats") or obj      # salvaged (flattened) objects carry the keys at top level
     ifb = g("inflightBatchingStats") or obj
+    if not isinstance(kvs, dict):       # `"kvCacheStats": 3` in a damaged object: no .get
+        kvs = obj
+    if not isinstance(ifb, dict):
+        ifb = obj
     if "Active Request Count" in obj:   # Triton backend's flat form
         maxb, used = g("Max KV cache blocks"), g("Used KV cache blocks")
         if used is None and maxb is not None and g("Free KV cache blocks") is not None:

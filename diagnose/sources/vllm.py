@@ -22,7 +22,8 @@ STATS = re.compile(
     r"Running: (?P<run>\d+) reqs?, (?:Swapped: (?P<swap>\d+) reqs?, Pending: (?P<pend>\d+) reqs?|Waiting: (?P<wait>\d+) reqs?)"
     r"(?P<rest>.*)$"
 )
-REST_ITEM = re.compile(r"(?P<k>[A-Za-z][\w ]*?): (?P<v>[\d.]+)\s*(?:%|reqs?)?")
+# Key length bounded: `[\w ]*?` unbounded made a long stats-line tail without `: ` quadratic.
+REST_ITEM = re.compile(r"(?P<k>[A-Za-z][\w ]{0,80}?): (?P<v>[\d.]+)\s*(?:%|reqs?)?")
 V0_PREFIX_HIT = re.compile(r"^Prefix cache hit rate: GPU: (?P<gpu>[\d.]+)%")
 CONFIG = re.compile(r"Initializing (?:a (?P<v>V[01]) |an )LLM engine \(v(?P<ver>[^)]+)\) with config: (?P<body>.*)$")
 NON_DEFAULT = re.compile(r"non-default args: (?P<d>\{.*)$")
@@ -48,7 +49,7 @@ AR_PCIE = re.compile(r"Custom allreduce is disabled because it's not supported o
 AR_NODES = re.compile(r"Custom allreduce is disabled because this process group spans across nodes")
 RAY_SPREAD = re.compile(r"tensor_parallel_size=(?P<tp>\d+) is bigger than a reserved number of GPUs \((?P<g>\d+) GPUs?\) in a node")
 AR_P2P = re.compile(r"Custom allreduce is disabled because your platform lacks GPU P2P capability")
-PREEMPT = re.compile(r"is preempted by PreemptionMode\.(?P<mode>\w+).*?total_num_cumulative_preemption=(?P<n>\d+)")
+PREEMPT = re.compile(r"is preempted by PreemptionMode\.(?P<mode>\w+)\b.*?total_num_cumulative_preemption=(?P<n>\d+)")   # \b: no backtracking into the mode
 KV_ERR = re.compile(r"larger than the maximum number of tokens that can be stored in KV cache|KV cache is needed, which is larger than the available KV cache memory|No available memory for the cache blocks")
 DEAD = re.compile(
     r"AsyncEngineDeadError|EngineDeadError|Engine core proc \S+ died|EngineCore failed to start|"
