@@ -131,15 +131,20 @@ def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False
 
     from . import bulk
     bar = _progress_bar(inp) if not sniffing else None
+    advance = bar.advance if bar else None
     if inp.path != "-" and bulk.usable(inp.path, first):
         del blocks      # the bulk path reads the file itself, in Rust
-        lines_iter = bulk.scan_bulk(inp.path, inp.display, ev, counts, lambda *a: None,
-                                    progress=bar.advance if bar else None)
+        lines_iter = bulk.scan_file(inp.path, inp.display, ev, counts, progress=advance)
     else:
-        src = _chain(first, blocks)
-        if bar:
-            src = _counted(src, bar.advance)
-        lines_iter = scan(src, counts, follow=pending)
+        # gzip and stdin: big ones go through the bulk path block by block; that is only known
+        # once enough of them has been read.
+        src, big = _peek_size(_chain(first, blocks), bulk.FAST_MIN_BYTES // 4)
+        if big and not sniffing and bulk.text_like(first):
+            lines_iter = bulk.scan_blocks(src, inp.display, ev, counts, progress=advance)
+        else:
+            if bar:
+                src = _counted(src, bar.advance)
+            lines_iter = scan(src, counts, follow=pending)
     malformed = 0
     for lineno, text in lines_iter:
         # The parsers convert what their regexes matched (`[\d.]+`, dict values) with float()/int();
@@ -228,6 +233,22 @@ def _progress_bar(inp: Input):
     except OSError:
         return None
     return _Bar(inp.display, size) if size >= PROGRESS_MIN_BYTES else None
+
+
+def _peek_size(blocks, limit: int):
+    """(the same blocks, whether they hold at least `limit` bytes), reading no more than that."""
+    held, size = [], 0
+    for b in blocks:
+        held.append(b)
+        size += len(b)
+        if size >= limit:
+            return _chain_all(held, blocks), True
+    return iter(held), False
+
+
+def _chain_all(held, rest):
+    yield from held
+    yield from rest
 
 
 def _counted(blocks, advance):

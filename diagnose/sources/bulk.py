@@ -1,10 +1,17 @@
-"""The bulk path for big plain log files: polars' streaming CSV reader splits lines in Rust, its
-Aho-Corasick matcher finds keyword lines, and the access and request lines that make up ~98 % of a
-busy server's log are aggregated in Rust instead of being parsed one by one in Python.
+"""The bulk path for big logs: polars does, in Rust and on both cores, what the block scanner does
+line by line in Python.
 
-It replaces only the scanner's inner loop: every line that needs a parser still goes through the
-same parsers, in order, with its line number. Evidence equals the block scanner's (a test holds
-them to it); small files, gzip and stdin keep the block scanner.
+polars' CSV reader splits lines (each line is one field: the separator never occurs in logs), then
+each line is classified once (`classify`): unreadable, uvicorn access line, engine request line, or
+a line with one of the scanner's keywords. Access and request lines, ~98 % of a busy server's log,
+are only counted and aggregated (`Tally`: status codes, probes, prompt heads); their text is dropped
+inside the query, so memory stays flat whatever the size. The few remaining keyword lines go through
+the same parsers, in order, with their line numbers. Evidence equals the block scanner's (tests hold
+them to it).
+
+A plain file is one streaming query (`scan_file`). gzip and stdin come as blocks of decompressed
+bytes (`scan_blocks`): each block is one in-memory query, while a thread reads and decompresses the
+next one. Small inputs keep the block scanner: importing polars costs more than it saves there.
 """
 from __future__ import annotations
 
@@ -20,98 +27,280 @@ FAST_MIN_BYTES = int(os.environ.get("DIAGNOSE_BULK_MIN_BYTES", 64 * 1024 * 1024)
 SEP = "\x1f"      # a byte that never appears in logs: each line is one CSV field
 ACCESS = r'INFO: +[\w.:\[\]-]+:\d+ - "[A-Z]+ \S+ HTTP/[\d.]+" \d{3}'
 REQUEST = r"\] (?:Received|Added|Finished|Aborted) request"
+# On an access line: its path starts with a probe's (common_lines: path.startswith(PROBE_PATHS)).
+PROBE = '"[A-Z]+ (?:%s)' % "|".join(re.escape(p) for p in PROBE_PATHS)
+# The scanner's keywords as one regex: polars' contains_any rebuilds its automaton for every chunk
+# (0.5 CPU-s per GB), a regex is compiled once.
+KEYWORDS = "|".join(re.escape(k) for k in GREP_KEYWORDS)
+# Rows handed to Python at a time. Only short columns travel for access and request rows, but a
+# keyword line keeps its text: this bounds memory on a log made of long keyword lines.
+BATCH_ROWS = 20_000
+# Flat memory (issue 8: peak RSS <= 256 MB at any size). polars reads CSV in chunks and prefetches
+# several, and its allocator (jemalloc) keeps freed pages for 10 s: with the defaults a 1 GB log
+# peaks near 400 MB. Small chunks, one in flight, and freed pages returned within 50 ms by
+# jemalloc's background thread keep the peak near 250 MB at no cost in speed (bench/run.py).
+# Set before polars is first imported, and only where the user has not set them.
+POLARS_ENV = {"POLARS_CSV_CHUNK_SIZE": str(1 << 20), "POLARS_CSV_CHUNK_PREFETCH_LIMIT": "1",
+              "_RJEM_MALLOC_CONF": "background_thread:true,dirty_decay_ms:50,muzzy_decay_ms:0"}
 
 
 def usable(path: str, head: bytes) -> bool:
+    """A plain file big enough for the streaming query (`head`: its first decompressed bytes)."""
+    import stat
     try:
-        size = os.path.getsize(path)
+        st = os.stat(path)
+        # Only a regular file is opened a second time (a FIFO would lose what this read takes).
+        if not stat.S_ISREG(st.st_mode) or st.st_size < FAST_MIN_BYTES:
+            return False
+        with open(path, "rb") as fh:
+            magic = fh.read(2)
     except OSError:
         return False
-    return size >= FAST_MIN_BYTES and head[:2] != b"\x1f\x8b" and b"\x00" not in head[:65536]
+    return magic != b"\x1f\x8b" and text_like(head)
 
 
-BLOCK = 4 * 1024 * 1024     # bounded memory: one block of lines in Rust at a time
+def text_like(head: bytes) -> bool:
+    """Binary input goes to the block scanner, which says so in one line."""
+    return b"\x00" not in head[:65536]
 
 
-def scan_bulk(path: str, display: str, ev: Evidence, counts, when_of, progress=None):
-    """Yield (line number, text) for the lines parsers must see; aggregate the rest into `ev`."""
-    import io
+def _tune_polars() -> None:
+    for k, v in POLARS_ENV.items():
+        os.environ.setdefault(k, v)
+
+
+def _lines(pl, path: str):
+    return pl.scan_csv(path, has_header=False, separator=SEP, quote_char=None, new_columns=["l"],
+                       infer_schema=False, truncate_ragged_lines=True, encoding="utf8-lossy",
+                       raise_if_empty=False)
+
+
+def classify(pl, lines, keep_request_text: bool = False):
+    """The per-line classification of a lazy frame of lines (`n`, `l`), as a lazy query.
+
+    Each stage is its own column, computed once; derived columns start from a copy of the line
+    that is null except on the rows concerned (`la`, `lr`), so polars does their work only there."""
+    c = pl.col
+    l = c("l").fill_null("")
+    # Invalid UTF-8 arrives as U+FFFD (lossy decoding); NUL bytes pass through as they are.
+    bad = l.str.contains("\ufffd", literal=True) | l.str.contains("\x00", literal=True)
+    acc = ~c("bad") & l.str.contains(ACCESS)
+    req = ~c("bad") & ~c("acc") & l.str.contains(REQUEST)
+    rcv = c("req") & pl.when(c("req")).then(l).str.contains("] Received request", literal=True).fill_null(False)
+    other = ~c("bad") & ~c("acc") & ~c("req")
+    # The prompt's head, cut exactly as common_lines.note_prompt cuts it: in bytes, after the first
+    # `prompt: ` and its quote, up to the closing `', params` (or `', sampling_params`) when that
+    # starts within 256 bytes, else 256 bytes. str.find gives byte offsets; the cut is a binary view.
+    # The closing text is searched for in the line only where the 273-byte window after the quote
+    # (256 + the longest closing text) holds one: an absent one would cost a scan of the whole line.
+    start = c("at") + 9
+    closer = {q: (q + ", params", q + ", sampling_params") for q in "'\""}
+    has = pl.any_horizontal(*[(c("quote") == q.encode()) & c("win").bin.contains(t.encode())
+                              for q in closer for t in closer[q]])
+    pos = {q: c("lc").str.find("%s, (?:sampling_)?params" % q) - start for q in closer}
+    cut = pl.when(c("quote") == b"'").then(c("'")).when(c("quote") == b'"').then(c('"'))
+    cut = pl.when((cut >= 0) & (cut < 256)).then(cut).otherwise(256)
+    query = (lines
+             .with_columns(bad=bad).with_columns(acc=acc).with_columns(req=req).with_columns(rcv=rcv)
+             .with_columns(la=pl.when(c("acc")).then(l), lr=pl.when(c("rcv")).then(l),
+                           lo=pl.when(other).then(l))
+             .with_columns(at=c("lr").str.find("prompt: ", literal=True), raw=c("lr").cast(pl.Binary))
+             .with_columns(quote=c("raw").bin.slice(c("at") + 8, 1), win=c("raw").bin.slice(start, 273))
+             .with_columns(lc=pl.when(has).then(c("lr")))
+             .with_columns(**pos)
+             .with_columns(cut=cut)
+             .with_columns(kw=c("lo").str.contains(KEYWORDS).fill_null(False),
+                           status=c("la").str.extract(r'HTTP/[\d.]+" (\d{3})'),
+                           probe=c("la").str.contains(PROBE).fill_null(False),
+                           head=pl.when(c("quote").is_in([b"'", b'"'])).then(c("raw").bin.slice(start, c("cut"))),
+                           # Text travels only where Python needs it: keyword lines (parsed) and
+                           # access lines (short; the first few of a kind become evidence). Request
+                           # lines, long with prompts, leave theirs here.
+                           text=pl.coalesce(c("lo"), c("la"), *([c("lr")] if keep_request_text else [])),
+                           nb=l.str.len_bytes())
+             .select("n", "bad", "acc", "req", "kw", "status", "probe", "rcv", "head", "text", "nb"))
+    return query
+
+
+def scan_file(path: str, display: str, ev: Evidence, counts, progress=None):
+    """A plain file: one streaming query. Yields (line number, text) for the lines parsers must
+    see; aggregates the rest into `ev`."""
+    _tune_polars()
     import polars as pl
-    kws = [k for k in GREP_KEYWORDS if k not in ("HTTP/1", "request")]
-    l = pl.col("l").fill_null("")
-    bad = l.str.contains("\ufffd", literal=True)
-    acc = l.str.contains(ACCESS)
-    req = l.str.contains(REQUEST)
-    status = l.str.extract(r'HTTP/[\d.]+" (\d{3})')
-    path_ = l.str.extract(r'"[A-Z]+ (\S+) HTTP/')
-    probe = acc & pl.any_horizontal([path_.str.starts_with(p) for p in PROBE_PATHS])
-    received = l.str.contains("] Received request", literal=True)
-    # The prompt's head, cut exactly as common_lines.note_prompt cuts it, hashed per distinct head.
-    at = l.str.find("prompt: ", literal=True)
-    body = l.str.slice(at + 9, 300)
-    quote = l.str.slice(at + 8, 1)
-    head = pl.when(quote == "'").then(body.str.split("', params").list.first().str.split("', sampling_params").list.first()) \
-        .otherwise(body.str.split('", params').list.first().str.split('", sampling_params').list.first()) \
-        .str.slice(0, 256)
+    lines = _lines(pl, path).with_row_index("n", offset=1)
+    tally = Tally(pl, display, ev, counts, progress, os.path.getsize(path))
+    # Every row comes back (short columns only, text where needed): the row count is the line
+    # count, with no separate pass over the file.
+    for df in classify(pl, lines).collect_batches(chunk_size=BATCH_ROWS):
+        yield from tally.batch(df)
+    room = EVENT_KEEP - len(ev.events.get("request", ()))
+    if tally.received and room > 0:
+        # The first few received requests become evidence: a second query that stops as soon as
+        # it has them (they come early in any log that has them).
+        first = classify(pl, lines, keep_request_text=True).filter(pl.col("rcv")).head(room).collect()
+        _examples(ev, "request", display, first, 0)
+    tally.finish()
+
+
+def scan_blocks(blocks, display: str, ev: Evidence, counts, progress=None):
+    """gzip or stdin: blocks of bytes, each parsed and classified in memory while a thread reads
+    (and decompresses) the next. Yields what scan_file yields."""
+    _tune_polars()
+    import polars as pl
+    tally = Tally(pl, display, ev, counts, progress, None)
     base = 0
-    recognised = 0
-    with open(path, "rb") as fh:
-        carry = b""
+    for block in _prefetch(_whole_lines(blocks)):
+        if progress is not None:
+            progress(len(block))
+        df = pl.read_csv(block, has_header=False, separator=SEP, quote_char=None, new_columns=["l"],
+                         infer_schema=False, truncate_ragged_lines=True, encoding="utf8-lossy",
+                         raise_if_empty=False)
+        if not df.height:      # only empty lines
+            n = block.count(b"\n")
+            base += n
+            counts.lines += n
+            continue
+        keep = len(ev.events.get("request", ())) < EVENT_KEEP
+        frame = classify(pl, df.lazy().with_row_index("n", offset=base + 1), keep_request_text=keep).collect()
+        base += df.height
+        yield from tally.batch(frame)
+        if keep and tally.received:
+            _examples(ev, "request", display, frame.filter(pl.col("rcv")), 0)
+    tally.finish()
+
+
+STREAM_BLOCK = 4 << 20     # bytes per in-memory query: large enough to amortise the query
+
+
+def _whole_lines(blocks):
+    """Re-cut blocks at line ends, ~STREAM_BLOCK each; a last line without newline gets one."""
+    carry = b""
+    parts: list[bytes] = []
+    size = 0
+    for chunk in blocks:
+        parts.append(chunk)
+        size += len(chunk)
+        if size < STREAM_BLOCK:
+            continue
+        buf = carry + b"".join(parts)
+        parts, size = [], 0
+        cut = buf.rfind(b"\n")
+        if cut < 0:
+            carry = buf
+            continue
+        carry = buf[cut + 1:]
+        yield buf[: cut + 1]
+    buf = carry + b"".join(parts)
+    if buf:
+        yield buf if buf.endswith(b"\n") else buf + b"\n"
+
+
+def _prefetch(it, depth: int = 2):
+    """Run `it` in a thread, `depth` items ahead (zlib and file reads release the GIL, so the
+    next block is decompressed while polars works on this one). Its exceptions are re-raised here."""
+    import queue
+    import threading
+    q: queue.Queue = queue.Queue(depth)
+    end = object()
+    stop = threading.Event()
+
+    def run():
+        try:
+            for item in it:
+                while not stop.is_set():
+                    try:
+                        q.put((None, item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put((None, end))
+        except BaseException as e:     # InputError (damaged gzip, read failure) and the like
+            q.put((e, None))
+    t = threading.Thread(target=run, daemon=True, name="diagnose-read")
+    t.start()
+    try:
         while True:
-            chunk = fh.read(BLOCK)
-            if progress is not None:
-                progress(len(chunk))
-            if not chunk and not carry:
-                break
-            buf = carry + chunk
-            cut = buf.rfind(b"\n") if chunk else len(buf) - 1
-            if cut < 0:
-                carry = buf
-                continue
-            block, carry = buf[: cut + 1], buf[cut + 1:]
-            df = pl.read_csv(io.BytesIO(block), has_header=False, separator=SEP, quote_char=None, new_columns=["l"],
-                             infer_schema=False, truncate_ragged_lines=True, encoding="utf8-lossy",
-                             raise_if_empty=False)
-            if not df.height:
-                base += block.count(b"\n")
-                continue
-            df = df.with_row_index("n", offset=base + 1).with_columns(bad=bad)
-            base += df.height
-            counts.lines += df.height
-            counts.unreadable += int(df["bad"].sum())
-            ok = df.filter(~pl.col("bad"))
-            # Cheap literal tests first; the exact patterns only on the rows that pass them.
-            a = ok.filter(l.str.contains("HTTP/", literal=True)).filter(acc) \
-                .with_columns(status=status, probe=probe)
-            recognised += a.height
-            if a.height:
-                ev.count("access_lines", a.height)
-                for code, n in a.group_by("status").len().iter_rows():
-                    if code:
-                        ev.count(f"status_{code}", int(n))
-                pb = a.filter(pl.col("probe"))
-                if pb.height:
-                    ev.count("access_probe_lines", pb.height)
-                    _examples(ev, "access_probe", display, pb, pb.height)
-                for code, part in a.filter(pl.col("status").str.starts_with("5") | (pl.col("status") == "429")) \
-                        .partition_by("status", as_dict=True).items():
-                    _examples(ev, f"http_{code[0]}", display, part, part.height)
-            r = ok.filter(l.str.contains(" request", literal=True)).filter(req).with_columns(received=received)
-            recognised += r.height
-            if r.height:
-                ev.count("request_lines", r.height)
-                rc = r.filter(pl.col("received"))
-                if rc.height:
-                    _examples(ev, "request", display, rc, rc.height)
-                    hs = rc.filter(quote.is_in(["'", '"'])).select(head.alias("h")).drop_nulls().group_by("h").len()
-                    for h, n in hs.iter_rows():
-                        k = hash(h)
-                        ev.prompt_prefixes[k] = ev.prompt_prefixes.get(k, 0) + int(n)
-            taken = pl.concat([a["n"], r["n"]])
-            rest = ok.filter(~pl.col("n").is_in(taken.implode())).filter(l.str.contains_any(kws))
-            for n, text in rest.select("n", "l").iter_rows():
-                yield n, text
-    counts.bulk_recognised = recognised
+            err, item = q.get()
+            if err is not None:
+                raise err
+            if item is end:
+                return
+            yield item
+    finally:
+        stop.set()
+
+
+class Tally:
+    """Turns classified batches into evidence: counts, the first examples of each kind, prompt
+    heads; yields the keyword lines for the parsers."""
+
+    def __init__(self, pl, display: str, ev: Evidence, counts, progress, size: int | None):
+        self.pl, self.display, self.ev, self.counts = pl, display, ev, counts
+        self.progress, self.size, self.done = progress, size, 0
+        self.recognised = 0
+        self.received = 0
+
+    def batch(self, df):
+        pl, ev, counts = self.pl, self.ev, self.counts
+        counts.lines += df.height
+        if self.progress is not None and self.size is not None and df.height:
+            step = min(int(df["nb"].sum()) + df.height, max(0, self.size - self.done))
+            self.progress(step)
+            self.done += step
+        # One small summary per batch gives every count; frames are cut only for evidence still
+        # wanted (the first EVENT_KEEP lines of a kind).
+        summary = df.group_by("bad", "acc", "req", "rcv", "status", "probe").len()
+        wanted = []
+        heads_here = False
+        for is_bad, is_acc, is_req, is_rcv, code, is_probe, n in summary.iter_rows():
+            n = int(n)
+            if is_bad:
+                counts.unreadable += n
+            elif is_acc:
+                self.recognised += n
+                ev.count("access_lines", n)
+                if code:
+                    ev.count(f"status_{code}", n)
+                    if code[0] == "5" or code == "429":
+                        wanted.append((f"http_{code}", pl.col("status") == code, n))
+                if is_probe:
+                    ev.count("access_probe_lines", n)
+                    wanted.append(("access_probe", pl.col("probe"), n))
+            elif is_req:
+                self.recognised += n
+                ev.count("request_lines", n)
+                if is_rcv:
+                    self.received += n
+                    ev.event_counts["request"] = ev.event_counts.get("request", 0) + n
+                    heads_here = True
+        for kind, which, n in wanted:
+            room = EVENT_KEEP - len(ev.events.get(kind, ()))
+            _examples(ev, kind, self.display, df.filter(which).head(room) if room > 0 else None, n)
+        if heads_here:
+            heads = df.group_by("head", maintain_order=True).len().drop_nulls("head")
+            _prompt_heads(ev, heads.iter_rows())
+        yield from df.filter(pl.col("kw")).select("n", "text").iter_rows()
+
+    def finish(self) -> None:
+        if self.progress is not None and self.size is not None:
+            self.progress(max(0, self.size - self.done))
+        self.counts.bulk_recognised = getattr(self.counts, "bulk_recognised", 0) + self.recognised
+
+
+def _prompt_heads(ev: Evidence, rows) -> None:  # rows: (head bytes, times)
+    """Count prompt heads exactly as common_lines.note_prompt does line by line: heads in order of
+    first appearance, so the bounded table keeps the same ones and the overflow counts the rest."""
+    seen = ev.prompt_prefixes
+    for h, n in rows:
+        k = hash(h)
+        if k in seen:
+            seen[k] += int(n)
+        elif len(seen) < MAX_PREFIXES:
+            seen[k] = int(n)
+        else:
+            ev.count("prompt_prefixes_overflow", int(n))
 
 
 def _examples(ev: Evidence, kind: str, display: str, frame, total: int) -> None:
@@ -119,14 +308,10 @@ def _examples(ev: Evidence, kind: str, display: str, frame, total: int) -> None:
     ev.event_counts[kind] = ev.event_counts.get(kind, 0) + total
     bucket = ev.events.setdefault(kind, [])
     room = EVENT_KEEP - len(bucket)
-    if room > 0:
-        for n, text in frame.select("n", "l").head(room).iter_rows():
+    if room > 0 and frame is not None:
+        col = "text" if "text" in frame.columns else frame.columns[-1]
+        for n, text in frame.select("n", col).head(room).iter_rows():
             bucket.append(Event(kind, display, n, redact(_strip(text)), None, {}))
-
-
-def _status(raw: str) -> str:
-    m = re.search(r'HTTP/[\d.]+" (\d{3})', raw)
-    return m.group(1) if m else "000"
 
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

@@ -97,16 +97,23 @@ def _nccl(text: str, line: Line, ev: Evidence, when) -> None:
 
 
 def note_prompt(msg: str, ev: Evidence) -> None:
-    """Remember how often a prompt's head repeats, as a hash only (never the text)."""
-    i = msg.find("prompt: ")
-    if i < 0 or len(msg) < i + 9 or msg[i + 8] not in "'\"":
+    """Remember how often a prompt's head repeats, as a hash only (never the text).
+
+    The head is counted in bytes (the bulk path cuts the same bytes in Rust): after the first
+    `prompt: ` and its quote, up to the closing `', params` (V1) or `', sampling_params` (V0) when
+    that starts within 256 bytes, else the first 256 bytes."""
+    raw = msg.encode("utf-8", "replace")
+    i = raw.find(b"prompt: ")
+    if i < 0 or len(raw) < i + 9 or raw[i + 8] not in b"'\"":
         return
-    q = msg[i + 8]
+    q = raw[i + 8: i + 9]
     start = i + 9
-    # The head of the prompt itself: stop at its closing quote when that comes early.
-    end = min(x for x in (msg.find(q + ", params", start, start + 300),
-                          msg.find(q + ", sampling_params", start, start + 300), start + 256) if x >= 0)
-    h = hash(msg[start:end])     # 64-bit; equal heads, equal hashes (the bulk path counts the same way)
+    end = start + 256
+    for t in (b", params", b", sampling_params"):
+        p = raw.find(q + t, start)
+        if 0 <= p < end:
+            end = p
+    h = hash(raw[start:end])     # equal heads, equal hashes (the bulk path hashes the same bytes)
     seen = ev.prompt_prefixes
     if h in seen:
         seen[h] += 1
