@@ -75,7 +75,10 @@ def _lines(pl, path: str):
                        raise_if_empty=False)
 
 
-def classify(pl, lines, keep_request_text: bool = False):
+OUT_COLUMNS = ("n", "bad", "acc", "req", "kw", "status", "probe", "rcv", "head", "text", "nb")
+
+
+def classify(pl, lines, keep_request_text: bool = False, columns=None):
     """The per-line classification of a lazy frame of lines (`n`, `l`), as a lazy query.
 
     Each stage is its own column, computed once; derived columns start from a copy of the line
@@ -84,8 +87,11 @@ def classify(pl, lines, keep_request_text: bool = False):
     l = c("l").fill_null("")
     # Invalid UTF-8 arrives as U+FFFD (lossy decoding); NUL bytes pass through as they are.
     bad = l.str.contains("\ufffd", literal=True) | l.str.contains("\x00", literal=True)
-    acc = ~c("bad") & l.str.contains(ACCESS)
-    req = ~c("bad") & ~c("acc") & l.str.contains(REQUEST)
+    # Request lines first: their pattern sits near the start of a long line, so the search stops
+    # early; the access pattern is then only searched in the other (short) lines. A request line
+    # whose prompt quotes an access line stays a request line, as it does line by line.
+    req = ~c("bad") & l.str.contains(REQUEST)
+    acc = ~c("bad") & ~c("req") & pl.when(~c("req")).then(l).str.contains(ACCESS).fill_null(False)
     rcv = c("req") & pl.when(c("req")).then(l).str.contains("] Received request", literal=True).fill_null(False)
     other = ~c("bad") & ~c("acc") & ~c("req")
     # The prompt's head, cut exactly as common_lines.note_prompt cuts it: in bytes, after the first
@@ -101,7 +107,7 @@ def classify(pl, lines, keep_request_text: bool = False):
     cut = pl.when(c("quote") == b"'").then(c("'")).when(c("quote") == b'"').then(c('"'))
     cut = pl.when((cut >= 0) & (cut < 256)).then(cut).otherwise(256)
     query = (lines
-             .with_columns(bad=bad).with_columns(acc=acc).with_columns(req=req).with_columns(rcv=rcv)
+             .with_columns(bad=bad).with_columns(req=req).with_columns(acc=acc).with_columns(rcv=rcv)
              .with_columns(la=pl.when(c("acc")).then(l), lr=pl.when(c("rcv")).then(l),
                            lo=pl.when(other).then(l))
              .with_columns(at=c("lr").str.find("prompt: ", literal=True), raw=c("lr").cast(pl.Binary))
@@ -118,7 +124,7 @@ def classify(pl, lines, keep_request_text: bool = False):
                            # lines, long with prompts, leave theirs here.
                            text=pl.coalesce(c("lo"), c("la"), *([c("lr")] if keep_request_text else [])),
                            nb=l.str.len_bytes())
-             .select("n", "bad", "acc", "req", "kw", "status", "probe", "rcv", "head", "text", "nb"))
+             .select(*(columns or OUT_COLUMNS)))
     return query
 
 
