@@ -139,9 +139,10 @@ class Evidence:
                       "util": pl.Float64, "mem_util": pl.Float64, "power_w": pl.Float64, "sm_clock_mhz": pl.Float64,
                       "mem_clock_mhz": pl.Float64, "temp_c": pl.Float64, "mem_used_mib": pl.Float64,
                       "throttled": pl.Boolean}
-            rows = [{**{k: r.get(k) for k in schema}, "throttled": bool(r.get("reasons")) if "reasons" in r else None}
-                    for r in self.gpu_rows]
-            self._gpu_series = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+            # Column by column: a copy of every row as a dict would double the peak on long runs.
+            cols = {k: [r.get(k) for r in self.gpu_rows] for k in schema if k != "throttled"}
+            cols["throttled"] = [bool(r.get("reasons")) if "reasons" in r else None for r in self.gpu_rows]
+            self._gpu_series = pl.DataFrame(cols, schema=schema)
         return self._gpu_series
 
     @property
@@ -159,6 +160,6 @@ class Evidence:
                 "ttft_p50": pl.Float64, "ttft_p95": pl.Float64, "ttft_p99": pl.Float64,
                 "itl_p50": pl.Float64, "itl_p95": pl.Float64, "itl_p99": pl.Float64,
             }
-            rows = [{k: r.get(k) for k in schema} for r in self.stats_rows]
-            self._series = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+            # Column by column: a copy of every row as a dict would double the peak on long runs.
+            self._series = pl.DataFrame({k: [r.get(k) for r in self.stats_rows] for k in schema}, schema=schema)
         return self._series

@@ -132,18 +132,21 @@ def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False
     from . import bulk
     bar = _progress_bar(inp) if not sniffing else None
     advance = bar.advance if bar else None
+    if bar:
+        # A gzip file's bar counts compressed bytes (its size on disk is the bar's total).
+        advance = lambda n: bar.advance(n) if not inp.compressed else bar.set(inp.raw_pos)  # noqa: E731
     if inp.path != "-" and bulk.usable(inp.path, first):
         del blocks      # the bulk path reads the file itself, in Rust
-        lines_iter = bulk.scan_file(inp.path, inp.display, ev, counts, progress=advance)
+        lines_iter = bulk.scan_file(inp.path, inp.display, ev, counts, progress=advance, follow=pending)
     else:
         # gzip and stdin: big ones go through the bulk path block by block; that is only known
         # once enough of them has been read.
         src, big = _peek_size(_chain(first, blocks), bulk.FAST_MIN_BYTES // 4)
         if big and not sniffing and bulk.text_like(first):
-            lines_iter = bulk.scan_blocks(src, inp.display, ev, counts, progress=advance)
+            lines_iter = bulk.scan_blocks(src, inp.display, ev, counts, progress=advance, follow=pending)
         else:
             if bar:
-                src = _counted(src, bar.advance)
+                src = _counted(src, advance)
             lines_iter = scan(src, counts, follow=pending)
     malformed = 0
     for lineno, text in lines_iter:
@@ -202,7 +205,8 @@ def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False
     return info
 
 
-PROGRESS_MIN_BYTES = 100 * 1024 * 1024
+import os as _os
+PROGRESS_MIN_BYTES = int(_os.environ.get("DIAGNOSE_PROGRESS_MIN_BYTES", 100 * 1024 * 1024))
 
 
 class _Bar:
@@ -218,6 +222,9 @@ class _Bar:
 
     def advance(self, n: int) -> None:
         self.p.advance(self.task, n)
+
+    def set(self, done: int) -> None:
+        self.p.update(self.task, completed=done)
 
     def close(self) -> None:
         self.p.stop()

@@ -128,13 +128,13 @@ def classify(pl, lines, keep_request_text: bool = False, columns=None):
     return query
 
 
-def scan_file(path: str, display: str, ev: Evidence, counts, progress=None):
+def scan_file(path: str, display: str, ev: Evidence, counts, progress=None, follow=None):
     """A plain file: one streaming query. Yields (line number, text) for the lines parsers must
     see; aggregates the rest into `ev`."""
     _tune_polars()
     import polars as pl
     lines = _lines(pl, path).with_row_index("n", offset=1)
-    tally = Tally(pl, display, ev, counts, progress, os.path.getsize(path))
+    tally = Tally(pl, display, ev, counts, progress, os.path.getsize(path), follow)
     # Every row comes back (short columns only, text where needed): the row count is the line
     # count, with no separate pass over the file.
     for df in classify(pl, lines).collect_batches(chunk_size=BATCH_ROWS):
@@ -148,12 +148,12 @@ def scan_file(path: str, display: str, ev: Evidence, counts, progress=None):
     tally.finish()
 
 
-def scan_blocks(blocks, display: str, ev: Evidence, counts, progress=None):
+def scan_blocks(blocks, display: str, ev: Evidence, counts, progress=None, follow=None):
     """gzip or stdin: blocks of bytes, each parsed and classified in memory while a thread reads
     (and decompresses) the next. Yields what scan_file yields."""
     _tune_polars()
     import polars as pl
-    tally = Tally(pl, display, ev, counts, progress, None)
+    tally = Tally(pl, display, ev, counts, progress, None, follow)
     base = 0
     for block in _prefetch(_whole_lines(blocks)):
         if progress is not None:
@@ -242,8 +242,8 @@ class Tally:
     """Turns classified batches into evidence: counts, the first examples of each kind, prompt
     heads; yields the keyword lines for the parsers."""
 
-    def __init__(self, pl, display: str, ev: Evidence, counts, progress, size: int | None):
-        self.pl, self.display, self.ev, self.counts = pl, display, ev, counts
+    def __init__(self, pl, display: str, ev: Evidence, counts, progress, size: int | None, follow=None):
+        self.pl, self.display, self.ev, self.counts, self.follow = pl, display, ev, counts, follow
         self.progress, self.size, self.done = progress, size, 0
         self.recognised = 0
         self.received = 0
@@ -287,7 +287,28 @@ class Tally:
         if heads_here:
             heads = df.group_by("head", maintain_order=True).len().drop_nulls("head")
             _prompt_heads(ev, heads.iter_rows())
-        yield from df.filter(pl.col("kw")).select("n", "text").iter_rows()
+        yield from self._lines_for_parsers(df)
+
+    def _lines_for_parsers(self, df):
+        """The keyword lines, and, while a parser is in the middle of a dump a paste wrapped over
+        several lines (`follow()`), every following line as the block scanner gives it."""
+        pl, follow = self.pl, self.follow
+        if follow is None:
+            yield from df.filter(pl.col("kw")).select("n", "text").iter_rows()
+            return
+        others = df.filter(~pl.col("bad") & ~pl.col("acc") & ~pl.col("req")).select("n", "text", "kw")
+        pos = 0
+        while pos < others.height and follow():     # a dump carried over from the last batch
+            yield others.row(pos)[:2]
+            pos += 1
+        for i, n, text in others.with_row_index("i").filter(pl.col("kw")).select("i", "n", "text").iter_rows():
+            if i < pos:
+                continue
+            yield n, text
+            pos = i + 1
+            while pos < others.height and follow():
+                yield others.row(pos)[:2]
+                pos += 1
 
     def finish(self) -> None:
         if self.progress is not None and self.size is not None:

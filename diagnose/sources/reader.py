@@ -22,6 +22,8 @@ class InputError(Exception):
 class Input:
     path: str        # as the user wrote it (or "<stdin>")
     display: str     # what evidence cites
+    compressed = False
+    raw_pos = 0      # bytes of the file read so far, when it is compressed
 
     def blocks(self) -> Iterator[bytes]:
         if self.path == "-":
@@ -39,8 +41,11 @@ class Input:
             head = fh.peek(2)[:2] if hasattr(fh, "peek") else b""
             if head == b"\x1f\x8b":
                 gz = gzip.GzipFile(fileobj=fh)
+                self.compressed = True
                 try:
-                    yield from _read_blocks(gz, self.display)
+                    for b in _read_blocks(gz, self.display):
+                        self.raw_pos = fh.tell()    # compressed bytes read: what a progress bar shows
+                        yield b
                 except (OSError, EOFError) as e:
                     raise InputError(f"{self.display}: damaged gzip stream ({e})") from None
             else:
