@@ -164,3 +164,19 @@ def test_a_wrapped_dump_is_followed_on_the_bulk_path_too(tmp_path, monkeypatch):
     assert len(ref["facts"]) >= 5          # the dump was read: model, parallelism, memory settings …
     for k in ref:
         assert ref[k] == fast[k], k
+
+
+def test_a_full_prompt_table_keeps_the_same_heads(generated, monkeypatch):
+    """Past MAX_PREFIXES distinct heads, further ones are only counted: both paths must keep the
+    same heads (first seen first) and count the same overflow."""
+    from diagnose.sources import bulk, common_lines
+    monkeypatch.setattr(common_lines, "MAX_PREFIXES", 40)
+    monkeypatch.setattr(bulk, "MAX_PREFIXES", 40)
+    from diagnose.sources import load, resolve
+    monkeypatch.setattr(bulk, "FAST_MIN_BYTES", 10**15)
+    ref = load(resolve([str(generated)]))
+    monkeypatch.setattr(bulk, "FAST_MIN_BYTES", 0)
+    fast = load(resolve([str(generated)]))
+    assert len(ref.prompt_prefixes) == 40 and ref.counters.get("prompt_prefixes_overflow", 0) > 0
+    assert fast.prompt_prefixes == ref.prompt_prefixes
+    assert fast.counters.get("prompt_prefixes_overflow") == ref.counters.get("prompt_prefixes_overflow")
