@@ -98,12 +98,12 @@ def classify(pl, lines, keep_request_text: bool = False, columns=None):
     # `prompt: ` and its quote, up to the closing `', params` (or `', sampling_params`) when that
     # starts within 256 bytes, else 256 bytes. str.find gives byte offsets; the cut is a binary view.
     # The closing text is searched for in the line only where the 273-byte window after the quote
-    # (256 + the longest closing text) holds one: an absent one would cost a scan of the whole line.
+    # (256 + the longest closing text) may hold one: an absent one would cost a scan of the whole
+    # line. (The search starts at the line's start: a closing text in the prefix before `prompt: `,
+    # which no engine writes, would be taken for the prompt's.)
     start = c("at") + 9
-    closer = {q: (q + ", params", q + ", sampling_params") for q in "'\""}
-    has = pl.any_horizontal(*[(c("quote") == q.encode()) & c("win").bin.contains(t.encode())
-                              for q in closer for t in closer[q]])
-    pos = {q: c("lc").str.find("%s, (?:sampling_)?params" % q) - start for q in closer}
+    has = c("win").bin.contains(b", params") | c("win").bin.contains(b", sampling_params")
+    pos = {q: c("lc").str.find("%s, (?:sampling_)?params" % q) - start for q in "'\""}
     cut = pl.when(c("quote") == b"'").then(c("'")).when(c("quote") == b'"').then(c('"'))
     cut = pl.when((cut >= 0) & (cut < 256)).then(cut).otherwise(256)
     query = (lines
@@ -283,31 +283,40 @@ class Tally:
             heads = df["head"].drop_nulls()
             if len(ev.prompt_prefixes) + len(heads) <= MAX_PREFIXES:
                 # Order only matters once the bounded table fills up.
-                _prompt_heads(ev, heads.value_counts().iter_rows())
+                vc = heads.value_counts()
+                _prompt_heads(ev, (vc.to_series(0).to_list(), vc.to_series(1).to_list()))
             else:
                 _prompt_heads(ev, df.group_by("head", maintain_order=True).len().drop_nulls("head").iter_rows())
         yield from self._lines_for_parsers(df)
 
     def _lines_for_parsers(self, df):
         """The keyword lines, and, while a parser is in the middle of a dump a paste wrapped over
-        several lines (`follow()`), every following line as the block scanner gives it."""
+        several lines (`follow()`), every line after it, as the block scanner gives them."""
         pl, follow = self.pl, self.follow
+        kw = df.filter(pl.col("kw")).select("n", "text").iter_rows()
         if follow is None:
-            yield from df.filter(pl.col("kw")).select("n", "text").iter_rows()
+            yield from kw
             return
-        others = df.filter(~pl.col("bad") & ~pl.col("acc") & ~pl.col("req")).select("n", "text", "kw")
-        pos = 0
-        while pos < others.height and follow():     # a dump carried over from the last batch
-            yield others.row(pos)[:2]
-            pos += 1
-        for i, n, text in others.with_row_index("i").filter(pl.col("kw")).select("i", "n", "text").iter_rows():
-            if i < pos:
-                continue
-            yield n, text
-            pos = i + 1
-            while pos < others.height and follow():
-                yield others.row(pos)[:2]
-                pos += 1
+        others = None       # the lines a dump may continue on; cut from the batch only when needed
+        last = 0            # the last line number given out
+        while True:
+            if follow():
+                if others is None:
+                    others = df.filter(~pl.col("bad") & ~pl.col("acc") & ~pl.col("req")).select("n", "text")
+                i = others["n"].search_sorted(last + 1)
+                if i < others.height:
+                    row = others.row(i)
+                    yield row
+                    last = row[0]
+                    continue
+                return          # the dump goes on in the next batch
+            row = next(kw, None)
+            while row is not None and row[0] <= last:
+                row = next(kw, None)
+            if row is None:
+                return
+            yield row
+            last = row[0]
 
     def finish(self) -> None:
         if self.progress is not None and self.size is not None:
@@ -319,6 +328,11 @@ def _prompt_heads(ev: Evidence, rows) -> None:  # rows: (head bytes, times)
     """Count prompt heads exactly as common_lines.note_prompt does line by line: heads in order of
     first appearance, so the bounded table keeps the same ones and the overflow counts the rest."""
     seen = ev.prompt_prefixes
+    if isinstance(rows, tuple):      # distinct heads and their counts, far from the table's bound
+        heads, times = rows
+        get = seen.get
+        seen.update({k: get(k, 0) + n for k, n in zip(map(hash, heads), times)})
+        return
     for h, n in rows:
         k = hash(h)
         if k in seen:
