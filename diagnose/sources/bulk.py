@@ -119,11 +119,13 @@ def classify(pl, lines, keep_request_text: bool = False, columns=None):
                            status=c("la").str.extract(r'HTTP/[\d.]+" (\d{3})'),
                            probe=c("la").str.contains(PROBE).fill_null(False),
                            head=pl.when(c("quote").is_in([b"'", b'"'])).then(c("raw").bin.slice(start, c("cut"))),
-                           # Text travels only where Python needs it: keyword lines (parsed) and
-                           # access lines (short; the first few of a kind become evidence). Request
-                           # lines, long with prompts, leave theirs here.
-                           text=pl.coalesce(c("lo"), c("la"), *([c("lr")] if keep_request_text else [])),
                            nb=l.str.len_bytes())
+             # Text travels only where Python needs it: keyword lines (parsed), and access lines
+             # that may become evidence (probes, errors). Request lines, long with prompts, and
+             # plain access lines leave theirs here.
+             .with_columns(text=pl.coalesce(
+                 c("lo"), pl.when(c("probe") | c("status").str.starts_with("5") | (c("status") == "429")).then(c("la")),
+                 *([c("lr")] if keep_request_text else [])))
              .select(*(columns or OUT_COLUMNS)))
     return query
 
