@@ -69,10 +69,13 @@ def _tune_polars() -> None:
         os.environ.setdefault(k, v)
 
 
+# Each line one text field `l`: no header, no quoting, invalid UTF-8 replaced (and then counted).
+CSV = dict(has_header=False, separator=SEP, quote_char=None, new_columns=["l"], infer_schema=False,
+           truncate_ragged_lines=True, encoding="utf8-lossy", raise_if_empty=False)
+
+
 def _lines(pl, path: str):
-    return pl.scan_csv(path, has_header=False, separator=SEP, quote_char=None, new_columns=["l"],
-                       infer_schema=False, truncate_ragged_lines=True, encoding="utf8-lossy",
-                       raise_if_empty=False)
+    return pl.scan_csv(path, **CSV)
 
 
 OUT_COLUMNS = ("n", "bad", "acc", "req", "kw", "status", "probe", "rcv", "head", "text", "nb")
@@ -160,9 +163,7 @@ def scan_blocks(blocks, display: str, ev: Evidence, counts, progress=None, follo
     for block in _prefetch(_whole_lines(blocks)):
         if progress is not None:
             progress(len(block))
-        df = pl.read_csv(block, has_header=False, separator=SEP, quote_char=None, new_columns=["l"],
-                         infer_schema=False, truncate_ragged_lines=True, encoding="utf8-lossy",
-                         raise_if_empty=False)
+        df = pl.read_csv(block, **CSV)
         if not df.height:      # only empty lines
             n = block.count(b"\n")
             base += n
