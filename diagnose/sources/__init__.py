@@ -7,7 +7,9 @@ different engines are different deployments: group_inputs() splits them.
 """
 from __future__ import annotations
 
+import itertools
 import math
+import os
 
 from .. import redact
 from ..evidence.model import Evidence, InputInfo
@@ -131,10 +133,7 @@ def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False
 
     from . import bulk
     bar = _progress_bar(inp) if not sniffing else None
-    advance = bar.advance if bar else None
-    if bar:
-        # A gzip file's bar counts compressed bytes (its size on disk is the bar's total).
-        advance = lambda n: bar.advance(n) if not inp.compressed else bar.set(inp.raw_pos)  # noqa: E731
+    advance = _advancer(bar, inp)
     if inp.path != "-" and bulk.usable(inp.path, first):
         del blocks      # the bulk path reads the file itself, in Rust
         lines_iter = bulk.scan_file(inp.path, inp.display, ev, counts, progress=advance, follow=pending)
@@ -205,8 +204,7 @@ def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False
     return info
 
 
-import os as _os
-PROGRESS_MIN_BYTES = int(_os.environ.get("DIAGNOSE_PROGRESS_MIN_BYTES", 100 * 1024 * 1024))
+PROGRESS_MIN_BYTES = int(os.environ.get("DIAGNOSE_PROGRESS_MIN_BYTES", 100 * 1024 * 1024))
 
 
 class _Bar:
@@ -231,7 +229,6 @@ class _Bar:
 
 
 def _progress_bar(inp: Input):
-    import os
     import sys
     if inp.path == "-" or not sys.stderr.isatty():
         return None
@@ -242,6 +239,14 @@ def _progress_bar(inp: Input):
     return _Bar(inp.display, size) if size >= PROGRESS_MIN_BYTES else None
 
 
+def _advancer(bar, inp: Input):
+    """How the bar moves: by the bytes read, or for a gzip file by the compressed bytes read (its
+    size on disk is the bar's total)."""
+    if bar is None:
+        return None
+    return lambda n: bar.set(inp.raw_pos) if inp.compressed else bar.advance(n)
+
+
 def _peek_size(blocks, limit: int):
     """(the same blocks, whether they hold at least `limit` bytes), reading no more than that."""
     held, size = [], 0
@@ -249,13 +254,8 @@ def _peek_size(blocks, limit: int):
         held.append(b)
         size += len(b)
         if size >= limit:
-            return _chain_all(held, blocks), True
+            return itertools.chain(held, blocks), True
     return iter(held), False
-
-
-def _chain_all(held, rest):
-    yield from held
-    yield from rest
 
 
 def _counted(blocks, advance):
