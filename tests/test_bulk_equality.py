@@ -180,3 +180,19 @@ def test_a_full_prompt_table_keeps_the_same_heads(generated, monkeypatch):
     assert len(ref.prompt_prefixes) == 40 and ref.counters.get("prompt_prefixes_overflow", 0) > 0
     assert fast.prompt_prefixes == ref.prompt_prefixes
     assert fast.counters.get("prompt_prefixes_overflow") == ref.counters.get("prompt_prefixes_overflow")
+
+
+def test_lines_holding_the_separator_byte(generated, tmp_path, monkeypatch):
+    """The bulk path reads each line as one CSV field split on 0x1F; a log line that holds that byte
+    (first in the file, and further on) must neither crash it nor shift any count."""
+    lines = generated.read_bytes().splitlines(keepends=True)
+    lines.insert(0, b"INFO 11-20 09:00:00 [x.py:1] unit\x1fseparator in the first line\n")
+    lines.insert(2000, b"INFO 11-20 09:05:00 [x.py:1] another \x1f one, with an Error after it\n")
+    f = tmp_path / "sep.log"
+    f.write_bytes(b"".join(lines))
+    gz = tmp_path / "sep.log.gz"
+    gz.write_bytes(gzip.compress(f.read_bytes(), compresslevel=1))
+    ref = _load(f, monkeypatch, 10**15)
+    for fast in (_load(f, monkeypatch, 0), _load(gz, monkeypatch, 0)):
+        for k in ("lines", "recognised", "unrecognised", "unreadable", "counters", "event_counts", "prefixes"):
+            assert ref[k] == fast[k], k

@@ -70,8 +70,9 @@ def _tune_polars() -> None:
 
 
 # Each line one text field `l`: no header, no quoting, invalid UTF-8 replaced (and then counted).
+# A line that does hold the separator byte is cut there (the rest is ignored, never an error).
 CSV = dict(has_header=False, separator=SEP, quote_char=None, new_columns=["l"], infer_schema=False,
-           truncate_ragged_lines=True, encoding="utf8-lossy", raise_if_empty=False)
+           truncate_ragged_lines=True, extra_columns="ignore", encoding="utf8-lossy", raise_if_empty=False)
 
 
 def _lines(pl, path: str):
