@@ -156,3 +156,37 @@ def balance(s: str, state: tuple = (0, None)) -> tuple:
         elif c in ")]}":
             depth -= 1
     return depth, quote
+
+
+class WrappedDump:
+    """A dump that a paste wrapped over several lines (SGLang's `ServerArgs(`, a Triton stats
+    JSON): the parser opens it on its first line, the loader hands it every following line
+    (`wants_more`/`more`) until `step` says it has closed or `limit` lines have come, then `done`
+    gets the joined body. `step(text, state) -> (state, closed)` carries its count line by line:
+    re-scanning the whole joined dump for every new line was quadratic."""
+
+    def __init__(self, step, limit: int, done) -> None:
+        self.step, self.limit, self.done = step, limit, done
+        self.parts: list[str] | None = None
+        self.line = None
+        self.state = None
+
+    def open(self, text: str, line, state) -> None:
+        self.parts, self.line, self.state = [text], line, state
+
+    def wants_more(self) -> bool:
+        return self.parts is not None
+
+    def more(self, text: str, ev) -> None:
+        text = text.rstrip("\r\n")
+        self.parts.append(text)
+        self.state, closed = self.step(text, self.state)
+        if closed or len(self.parts) > self.limit:
+            self.finish(ev)
+
+    def finish(self, ev) -> None:
+        """Also at the end of input with the dump still open (a truncated paste): use what came."""
+        if self.parts is not None:
+            body, line = "".join(self.parts), self.line    # pastes break mid-token: join as is
+            self.parts = None
+            self.done(body, line, ev)

@@ -8,7 +8,7 @@ import re
 
 from ..evidence.model import Evidence
 from . import kv
-from .lineprefix import SGLANG_HEADER, Line, peel
+from .lineprefix import Line, peel
 
 ENGINE = "sglang"
 
@@ -39,6 +39,12 @@ CMDLINE = re.compile(r"sglang\.launch_server\b(?P<args>.*)$")
 NCCL_VER = re.compile(r"sglang is using nccl==(?P<v>[\d.]+)")
 MID_HEADER = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z][A-Z_]*\d+)*\] ")
 
+def _args_step(text: str, state: tuple) -> tuple:
+    """A wrapped `ServerArgs(` closes when its brackets do, outside quotes."""
+    state = kv.balance(text, state)
+    return state, state[0] <= 0 and state[1] is None
+
+
 # ServerArgs / CLI names → normalized facts. SGLang's own names are kept under settings.
 FACT_KEYS = {
     "model_path": "model", "tp_size": "tensor_parallel_size", "tp": "tensor_parallel_size",
@@ -57,8 +63,7 @@ class SglangParser:
 
     def __init__(self) -> None:
         self.version: str | None = None
-        self._pending: list[str] | None = None   # a ServerArgs dump wrapped over several lines
-        self._pending_line: Line | None = None
+        self._dump = kv.WrappedDump(_args_step, 200, self._server_args)   # a ServerArgs dump wrapped over lines
         self._prefill_tokens = 0.0
         self._prefill_cached = 0.0
         self._prefill_seqs = 0.0
@@ -67,24 +72,13 @@ class SglangParser:
 
     # -- continuation of a wrapped dump ------------------------------------------------
     def wants_more(self) -> bool:
-        return self._pending is not None
+        return self._dump.wants_more()
 
     def more(self, text: str, ev: Evidence) -> None:
-        text = text.rstrip("\r\n")
-        self._pending.append(text)
-        # Balance carried over line by line: re-scanning the whole joined dump for every new line
-        # was quadratic (an unclosed 150 KB `ServerArgs(` line took seconds).
-        self._balance = kv.balance(text, self._balance)
-        if (self._balance[0] <= 0 and self._balance[1] is None) or len(self._pending) > 200:
-            body = "".join(self._pending)       # pastes break mid-token (`Fa\nlse`): join as is
-            self._server_args(body, self._pending_line, ev)
-            self._pending = None
+        self._dump.more(text, ev)
 
     def finish(self, ev: Evidence) -> None:
-        """End of input with a dump still open (a truncated paste): use what was read."""
-        if self._pending is not None:
-            self._server_args("".join(self._pending), self._pending_line, ev)
-            self._pending = None
+        self._dump.finish(ev)
 
     # -- lines ------------------------------------------------------------------------
     def feed(self, line: Line, ev: Evidence, when) -> bool:
@@ -109,8 +103,7 @@ class SglangParser:
             if kv.balanced("(" + body):
                 self._server_args(body, line, ev)
             else:
-                self._pending, self._pending_line = [body], line
-                self._balance = kv.balance(body)
+                self._dump.open(body, line, kv.balance(body))
             return True
         for rx, fn in self._simple:
             m = rx.search(msg)

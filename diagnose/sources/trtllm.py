@@ -61,31 +61,29 @@ CONFIG_KEYS = {
 STATS_KEYS = ("Active Request Count", "numActiveRequests", "iterLatencyMS")
 
 
+def _braces_step(text: str, opened: int) -> tuple:
+    """A wrapped stats JSON closes when as many braces have closed as opened."""
+    opened += text.count("{") - text.count("}")
+    return opened, opened <= 0
+
+
 class TrtllmParser:
     engine = ENGINE
 
     def __init__(self) -> None:
         self.version: str | None = None
-        self._pending: list[str] | None = None
-        self._pending_line: Line | None = None
+        self._dump = kv.WrappedDump(_braces_step, 50, self._json_line)   # a stats JSON line wrapped by the paste
         self._tpb: int | None = None
         self._blocks: int | None = None
 
     def wants_more(self) -> bool:
-        return self._pending is not None
+        return self._dump.wants_more()
 
     def more(self, text: str, ev: Evidence) -> None:
-        # A Triton stats JSON line wrapped by the paste: join until the braces close.
-        self._pending.append(text.rstrip("\r\n"))
-        body = "".join(self._pending)
-        if body.count("{") <= body.count("}") or len(self._pending) > 50:
-            self._json_line(body, self._pending_line, ev)
-            self._pending = None
+        self._dump.more(text, ev)
 
     def finish(self, ev: Evidence) -> None:
-        if self._pending is not None:
-            self._json_line("".join(self._pending), self._pending_line, ev)
-            self._pending = None
+        self._dump.finish(ev)
 
     def feed(self, line: Line, ev: Evidence, when) -> bool:
         msg = line.msg
@@ -97,7 +95,8 @@ class TrtllmParser:
                 pass
         if msg.startswith("{") and any(k in msg for k in ("Active Request", "Free KV cache", "iterLatencyMS", "kvCacheStats")):
             if msg.count("{") > msg.count("}"):
-                self._pending, self._pending_line = [line.raw[line.raw.find("{"):]], line
+                piece = line.raw[line.raw.find("{"):]
+                self._dump.open(piece, line, piece.count("{") - piece.count("}"))
             else:
                 self._json_line(msg, line, ev)
             return True
