@@ -15,8 +15,13 @@ the page cache, then times in the same run:
                                   (os.wait4 rusage: the child and whatever it waited for);
   (c) the ratio (b)/(a);
   (d) with --gzip: `zcat FILE.gz | grep -cE ...` against diagnose reading FILE.gz;
-      with --stdin: `grep -cE ... < FILE` against `diagnose - < FILE`;
-  (e) a ~10 KB log end to end, interpreter start included.
+      with --stdin: `grep -cE ... < FILE` against `diagnose - < FILE` (stdin is the file), and
+      `cat FILE | grep -cE ...` against `cat FILE | diagnose -` (a pipe, as from kubectl logs);
+  (e) a ~10 KB log end to end, interpreter start included, and the bundled seed-003 log
+      (64 KB with engine stats lines, which a real small log has: they load polars);
+  (f) with --cold: each case again with the input dropped from the page cache before every
+      run of either tool (posix_fadvise DONTNEED), as a log downloaded earlier or written by
+      another machine is read from disk.
 
 grep runs with LC_ALL=C (its fastest mode: the hardest baseline). diagnose runs with
 cwd = the repository root and PYTHONPATH = the repository root, so it works uninstalled.
@@ -95,8 +100,11 @@ class Timed:
         self.rc, self.wall, self.cpu, self.maxrss_mb, self.out, self.err = rc, wall, cpu, maxrss_mb, out, err
 
 
-def run_timed(cmd, *, cwd=None, env=None, timeout=None, stdin_path=None) -> Timed:
-    """Run cmd; return wall time and the rusage of that child (incl. what it waited for)."""
+def run_timed(cmd, *, cwd=None, env=None, timeout=None, stdin_path=None, before=None) -> Timed:
+    """Run cmd; return wall time and the rusage of that child (incl. what it waited for).
+    `before` runs first, untimed (the cold cases drop the input from the page cache there)."""
+    if before is not None:
+        before()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
             open(stdin_path or os.devnull, "rb") as stdin:
         t0 = time.perf_counter()
@@ -192,7 +200,30 @@ def tail(b: bytes, n: int = 600) -> str:
 
 # ------------------------------------------------------------------------------ measuring
 
-def measure_grep(path: Path, pattern: str, gz: bool, repeat: int, stdin: bool = False) -> dict:
+def evict(path: Path) -> None:
+    """Drop the file's pages from the page cache (no root needed: clean pages of a file we can
+    open); the next read comes from the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def cached_share(path: Path) -> float | None:
+    """The share of the file in the page cache, from util-linux fincore where it is installed."""
+    if not shutil.which("fincore"):
+        return None
+    r = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)],
+                       capture_output=True, text=True)
+    try:
+        return int(r.stdout.split()[0]) / max(1, path.stat().st_size)
+    except (ValueError, IndexError):
+        return None
+
+
+def measure_grep(path: Path, pattern: str, gz: bool, repeat: int, stdin: bool | str = False,
+                 cold: bool = False) -> dict:
     env = dict(os.environ, LC_ALL="C")
     if stdin:
         cmd = ["grep", "-cE", "--", pattern]
@@ -201,7 +232,10 @@ def measure_grep(path: Path, pattern: str, gz: bool, repeat: int, stdin: bool = 
                str(path), pattern]
     else:
         cmd = ["grep", "-cE", "--", pattern, str(path)]
-    r = best_of(repeat, lambda: run_timed(cmd, env=env, stdin_path=path if stdin else None))
+    if stdin == "pipe":
+        cmd, stdin = piped(cmd, path), False
+    r = best_of(repeat, lambda: run_timed(cmd, env=env, stdin_path=path if stdin else None,
+                                          before=(lambda: evict(path)) if cold else None))
     res = {"seconds": r.wall, "rc": r.rc, "maxrss_mb": r.maxrss_mb}
     if r.rc in (0, 1):  # 1 = no match
         try:
@@ -213,12 +247,16 @@ def measure_grep(path: Path, pattern: str, gz: bool, repeat: int, stdin: bool = 
     return res
 
 
-def measure_diagnose(path: Path, repeat: int, timeout: float, stdin: bool = False) -> dict:
+def measure_diagnose(path: Path, repeat: int, timeout: float, stdin: bool | str = False,
+                     cold: bool = False) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     cmd = [sys.executable, "-m", "diagnose", "--format", "json", "-" if stdin else str(path)]
+    if stdin == "pipe":
+        cmd, stdin = piped(cmd, path), False
     r = best_of(repeat, lambda: run_timed(cmd, cwd=str(REPO), env=env, timeout=timeout,
-                                          stdin_path=path if stdin else None))
+                                          stdin_path=path if stdin else None,
+                                          before=(lambda: evict(path)) if cold else None))
     res = {"seconds": r.wall, "cpu_seconds": r.cpu, "rc": r.rc, "maxrss_mb": r.maxrss_mb,
            "stdout_bytes": len(r.out)}
     if r.rc in (0, 1):
@@ -244,6 +282,11 @@ def measure_diagnose(path: Path, repeat: int, timeout: float, stdin: bool = Fals
 def measure_interpreter(repeat: int) -> float:
     r = best_of(repeat, lambda: run_timed([sys.executable, "-c", "pass"]))
     return r.wall
+
+
+def piped(cmd: list[str], path: Path) -> list[str]:
+    """`cat FILE | cmd`: the input comes through a pipe, as from `kubectl logs`."""
+    return ["bash", "-c", 'set -o pipefail; f="$1"; shift; cat -- "$f" | "$@"', "pipe", str(path), *cmd]
 
 
 # ------------------------------------------------------------------------------ report
@@ -311,7 +354,11 @@ def main(argv=None) -> int:
     ap.add_argument("--gzip", action="store_true",
                     help="also time zcat|grep against diagnose on a .gz of the same log")
     ap.add_argument("--stdin", action="store_true",
-                    help="also time `diagnose -` with the log on stdin (against grep reading stdin)")
+                    help="also time `diagnose -` with the log on stdin, redirected and through a pipe "
+                         "(against grep reading the same)")
+    ap.add_argument("--cold", action="store_true",
+                    help="also time every case with the input dropped from the page cache before "
+                         "each run of either tool")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=1, help="runs per measurement; best is kept")
     ap.add_argument("--no-small", action="store_true", help="skip the ~10 KB end-to-end case")
@@ -344,18 +391,27 @@ def main(argv=None) -> int:
 
     generated: list[Path] = []
     rows: list[dict] = []
+    temps = (False, True) if args.cold else (False,)
 
-    def bench_file(case: str, path: Path, nbytes: int, gz: bool, repeat: int, stdin: bool = False) -> None:
-        row = {"case": case, "path": str(path), "bytes": nbytes, "gzip": gz, "stdin": stdin}
-        print("  warming page cache ... %.1f s" % warm_cache(path))
-        row["grep"] = measure_grep(path, pattern, gz, repeat, stdin)
+    def bench_file(case: str, path: Path, nbytes: int, gz: bool, repeat: int, stdin: bool | str = False,
+                   cold: bool = False) -> None:
+        row = {"case": case + (" cold" if cold else ""), "path": str(path), "bytes": nbytes,
+               "gzip": gz, "stdin": stdin, "cold": cold}
+        if cold:
+            evict(path)
+            share = cached_share(path)
+            print("  cold: dropped from the page cache before every run%s"
+                  % ("" if share is None else " (%.0f %% left cached after a drop)" % (100 * share)))
+        else:
+            print("  warming page cache ... %.1f s" % warm_cache(path))
+        row["grep"] = measure_grep(path, pattern, gz, repeat, stdin, cold)
         g = row["grep"]
         if "error" in g:
             print("  grep: %s" % g["error"])
         else:
             print("  grep:     %7.2f s  (%d matching lines)" % (g["seconds"], g.get("count", -1)))
         if have_diag:
-            d = measure_diagnose(path, repeat, args.timeout, stdin)
+            d = measure_diagnose(path, repeat, args.timeout, stdin, cold)
             row["diagnose"] = d
             if "error" in d:
                 print("  diagnose: %s" % d["error"])
@@ -382,12 +438,18 @@ def main(argv=None) -> int:
                 continue
             if new:
                 generated.append(path)
-            bench_file("%g GB" % gb, path, meta.get("bytes", path.stat().st_size), False,
-                       args.repeat)
+            for cold in temps:
+                bench_file("%g GB" % gb, path, meta.get("bytes", path.stat().st_size), False,
+                           args.repeat, cold=cold)
             if args.stdin:
-                print("  -- on stdin")
-                bench_file("%g GB stdin" % gb, path, meta.get("bytes", path.stat().st_size), False,
-                           args.repeat, stdin=True)
+                print("  -- on stdin (a redirect: `diagnose - < FILE`)")
+                for cold in temps:
+                    bench_file("%g GB stdin" % gb, path, meta.get("bytes", path.stat().st_size), False,
+                               args.repeat, stdin=True, cold=cold)
+                print("  -- through a pipe (`cat FILE | diagnose -`)")
+                for cold in temps:
+                    bench_file("%g GB pipe" % gb, path, meta.get("bytes", path.stat().st_size), False,
+                               args.repeat, stdin="pipe", cold=cold)
             if args.gzip:
                 try:
                     gpath, new, gmeta = ensure_log(workdir, "vllm-%s-s%d.log.gz" % (label, args.seed),
@@ -398,7 +460,9 @@ def main(argv=None) -> int:
                 if new:
                     generated.append(gpath)
                 print("  -- gzip (%s on disk)" % fmt_size(gpath.stat().st_size))
-                bench_file("%g GB .gz" % gb, gpath, gmeta.get("bytes", 0), True, args.repeat)
+                for cold in temps:
+                    bench_file("%g GB .gz" % gb, gpath, gmeta.get("bytes", 0), True, args.repeat,
+                               cold=cold)
 
         if not args.no_small:
             print("\n== small log, end to end (interpreter start included, best of %d)"
@@ -411,6 +475,12 @@ def main(argv=None) -> int:
                        max(5, args.repeat))
             rows[-1]["end_to_end"] = True
             rows[-1].pop("ratio", None)
+            seed = REPO / "fixtures" / "seed003" / "realtime.log"
+            if seed.exists():
+                print("\n== the bundled seed-003 log, end to end (engine stats lines: polars is loaded)")
+                bench_file("seed003 (e2e)", seed, seed.stat().st_size, False, max(5, args.repeat))
+                rows[-1]["end_to_end"] = True
+                rows[-1].pop("ratio", None)
             py = measure_interpreter(max(5, args.repeat))
             rows[-1]["python_startup_seconds"] = py
             print("  bare `python -c pass`: %.3f s" % py)

@@ -81,19 +81,24 @@ def test_gzip_input_gives_the_same_evidence_block_by_block(generated, tmp_path, 
         assert ref[k] == slow[k] == fast[k], k
 
 
-def _cli_json(args, bulk_min, stdin=None):
+def _cli_json(args, bulk_min, stdin=None, data=None):
     env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1", DIAGNOSE_BULK_MIN_BYTES=str(bulk_min))
     p = subprocess.run([sys.executable, "-m", "diagnose", "--format", "json", *args], env=env, cwd=ROOT,
-                       stdin=stdin, capture_output=True, timeout=300)
+                       stdin=stdin, input=data, capture_output=True, timeout=300)
     assert p.returncode in (0, 1), p.stderr.decode()
     return json.loads(p.stdout)
 
 
-def test_stdin_gives_the_same_report_as_the_file(generated):
-    """`kubectl logs … | diagnose -`: the big stdin goes through the bulk blocks."""
+@pytest.mark.parametrize("how", ["pipe", "redirect"])
+def test_stdin_gives_the_same_report_as_the_file(generated, how):
+    """`kubectl logs … | diagnose -` (a pipe: bulk blocks) and `diagnose - < big.log` (stdin is
+    the file: read by the streaming query, as the file is)."""
     ref = _cli_json([str(generated)], 10**15)
-    with open(generated, "rb") as fh:
-        piped = _cli_json(["-"], 4096, stdin=fh)
+    if how == "pipe":
+        piped = _cli_json(["-"], 4096, data=generated.read_bytes())
+    else:
+        with open(generated, "rb") as fh:
+            piped = _cli_json(["-"], 4096, stdin=fh)
     text = json.dumps(piped).replace("<stdin>", str(generated))
     ref.pop("generated", None)
     out = json.loads(text)
@@ -102,6 +107,22 @@ def test_stdin_gives_the_same_report_as_the_file(generated):
     assert [[e.get("line") for e in f.get("evidence", [])] for f in out["findings"]] == \
         [[e.get("line") for e in f.get("evidence", [])] for f in ref["findings"]]
     assert out["verdict"] == ref["verdict"]
+
+
+def test_stdin_left_part_read_by_the_shell_is_read_from_where_it_stands(generated, tmp_path):
+    """`{ read -r first; diagnose -; } < big.log`: only the lines after the first are diagnosed,
+    big or small (the file behind stdin is not re-read from its start)."""
+    data = generated.read_bytes()
+    cut = data.index(b"\n", len(data) // 2) + 1
+    rest = tmp_path / "rest.log"
+    rest.write_bytes(data[cut:])
+    ref = _cli_json([str(rest)], 10**15)
+    for bulk_min in (4096, 10**15):
+        with open(generated, "rb") as fh:
+            fh.seek(cut)
+            out = _cli_json(["-"], bulk_min, stdin=fh)
+        assert out["inputs"][0]["lines"] == ref["inputs"][0]["lines"] == len(data[cut:].splitlines())
+        assert [f["id"] for f in out["findings"]] == [f["id"] for f in ref["findings"]]
 
 
 def test_a_damaged_big_gzip_is_one_line_and_exit_2(generated, tmp_path):

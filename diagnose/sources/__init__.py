@@ -134,9 +134,10 @@ def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False
     from . import bulk
     bar = _progress_bar(inp) if not sniffing else None
     advance = _advancer(bar, inp)
-    if inp.path != "-" and bulk.usable(inp.path, first):
+    behind = bulk.file_behind(inp)
+    if behind and bulk.usable(behind, first):
         del blocks      # the bulk path reads the file itself, in Rust
-        lines_iter = bulk.scan_file(inp.path, inp.display, ev, counts, progress=advance, follow=pending)
+        lines_iter = bulk.scan_file(behind, inp.display, ev, counts, progress=advance, follow=pending)
     else:
         # gzip and stdin: big ones go through the bulk path block by block; that is only known
         # once enough of them has been read.

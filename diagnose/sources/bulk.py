@@ -44,6 +44,17 @@ POLARS_ENV = {"POLARS_CSV_CHUNK_SIZE": str(1 << 20), "POLARS_CSV_CHUNK_PREFETCH_
               "_RJEM_MALLOC_CONF": "background_thread:true,dirty_decay_ms:50,muzzy_decay_ms:0"}
 
 
+def file_behind(inp) -> str | None:
+    """The path the bulk path may read `inp` from: the file itself, or for `diagnose - < big.log`
+    the file stdin was opened on (read again from its start, which is where stdin stood: a pipe, or
+    a file the shell left part-read, keeps the block path)."""
+    if inp.path != "-":
+        return inp.path
+    if getattr(inp, "stdin_at", None) == 0 and os.path.exists("/proc/self/fd/0"):
+        return "/proc/self/fd/0"
+    return None
+
+
 def usable(path: str, head: bytes) -> bool:
     """A plain file big enough for the streaming query (`head`: its first decompressed bytes)."""
     import stat

@@ -24,9 +24,14 @@ class Input:
     display: str     # what evidence cites
     compressed = False
     raw_pos = 0      # bytes of the file read so far, when it is compressed
+    stdin_at = None  # `-`: where stdin stood before the first read, when it is seekable
 
     def blocks(self) -> Iterator[bytes]:
         if self.path == "-":
+            try:
+                self.stdin_at = os.lseek(sys.stdin.fileno(), 0, os.SEEK_CUR)
+            except (OSError, ValueError, AttributeError):   # a pipe, a terminal, no descriptor
+                self.stdin_at = None
             yield from _read_blocks(sys.stdin.buffer, self.display)
             return
         try:
