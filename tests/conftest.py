@@ -35,3 +35,18 @@ def rules():
 def analyze(*paths, **kw):
     from diagnose.pipeline import analyze as run
     return run([str(p) for p in paths], **kw).to_json()
+
+
+@pytest.fixture(params=["native", "polars"])
+def bulk_engine(request, monkeypatch):
+    """Run a test on both bulk paths: the C scanner, and polars (used where no C compiler is)."""
+    from diagnose.sources import bulk, native
+    if request.param == "native" and native.load() is None:
+        pytest.skip(f"C scanner not available here: {native.why_not}")
+    monkeypatch.setattr(bulk, "USE_NATIVE", request.param == "native")
+    return request.param
+
+
+def engine_env(engine: str) -> dict:
+    """The environment that makes a `diagnose` subprocess use `engine` for big inputs."""
+    return {"DIAGNOSE_NATIVE": "1" if engine == "native" else "0"}

@@ -1,6 +1,7 @@
-"""The bulk path (polars, for big inputs) must produce the same evidence as the reference block
-scanner that reads line by line (issue 8: findings identical; evidence asserted equal here), for a
-plain file (one streaming query), a gzip file and stdin (block by block)."""
+"""The bulk path (for big inputs: the C scanner, or polars where it cannot be built) must produce
+the same evidence as the reference block scanner that reads line by line (issue 8: findings
+identical; evidence asserted equal here), for a plain file, a gzip file and stdin. Every test runs
+on both bulk paths (`bulk_engine`)."""
 from __future__ import annotations
 
 import gzip
@@ -12,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, engine_env
 
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -27,7 +28,7 @@ def summary(ev):
         "event_counts": dict(sorted(ev.event_counts.items())),
         "events": {k: [(e.line, e.text) for e in v] for k, v in sorted(ev.events.items())},
         "stats": [{k: v for k, v in r.items()} for r in ev.stats_rows],
-        # Same heads, same hashes (both paths hash the same bytes in this process).
+        # Same heads, same keys (common_lines.head_key; the C scanner computes the same).
         "prefixes": dict(sorted(ev.prompt_prefixes.items())),
     }
 
@@ -46,7 +47,7 @@ def generated(tmp_path_factory):
     return p
 
 
-def test_bulk_path_gives_the_same_evidence_and_findings(generated, monkeypatch):
+def test_bulk_path_gives_the_same_evidence_and_findings(generated, monkeypatch, bulk_engine):
     from diagnose.pipeline import analyze
     from diagnose.sources import bulk, load, resolve
     monkeypatch.setattr(bulk, "FAST_MIN_BYTES", 10**15)
@@ -68,7 +69,7 @@ def _load(path, monkeypatch, bulk_min):
     return summary(load(resolve([str(path)])))
 
 
-def test_gzip_input_gives_the_same_evidence_block_by_block(generated, tmp_path, monkeypatch):
+def test_gzip_input_gives_the_same_evidence_block_by_block(generated, tmp_path, monkeypatch, bulk_engine):
     gz = tmp_path / "busy.log.gz"
     gz.write_bytes(gzip.compress(generated.read_bytes(), compresslevel=1))
     def unnamed(s):     # stats rows and events cite the file's name
@@ -81,24 +82,26 @@ def test_gzip_input_gives_the_same_evidence_block_by_block(generated, tmp_path, 
         assert ref[k] == slow[k] == fast[k], k
 
 
-def _cli_json(args, bulk_min, stdin=None, data=None):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1", DIAGNOSE_BULK_MIN_BYTES=str(bulk_min))
+def _cli_json(args, bulk_min, stdin=None, data=None, engine="native"):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1", DIAGNOSE_BULK_MIN_BYTES=str(bulk_min),
+               **engine_env(engine))
     p = subprocess.run([sys.executable, "-m", "diagnose", "--format", "json", *args], env=env, cwd=ROOT,
                        stdin=stdin, input=data, capture_output=True, timeout=300)
     assert p.returncode in (0, 1), p.stderr.decode()
     return json.loads(p.stdout)
 
 
+@pytest.mark.parametrize("engine", ["native", "polars"])
 @pytest.mark.parametrize("how", ["pipe", "redirect"])
-def test_stdin_gives_the_same_report_as_the_file(generated, how):
+def test_stdin_gives_the_same_report_as_the_file(generated, how, engine):
     """`kubectl logs … | diagnose -` (a pipe: bulk blocks) and `diagnose - < big.log` (stdin is
     the file: read by the streaming query, as the file is)."""
     ref = _cli_json([str(generated)], 10**15)
     if how == "pipe":
-        piped = _cli_json(["-"], 4096, data=generated.read_bytes())
+        piped = _cli_json(["-"], 4096, data=generated.read_bytes(), engine=engine)
     else:
         with open(generated, "rb") as fh:
-            piped = _cli_json(["-"], 4096, stdin=fh)
+            piped = _cli_json(["-"], 4096, stdin=fh, engine=engine)
     text = json.dumps(piped).replace("<stdin>", str(generated))
     ref.pop("generated", None)
     out = json.loads(text)
@@ -109,7 +112,8 @@ def test_stdin_gives_the_same_report_as_the_file(generated, how):
     assert out["verdict"] == ref["verdict"]
 
 
-def test_stdin_left_part_read_by_the_shell_is_read_from_where_it_stands(generated, tmp_path):
+@pytest.mark.parametrize("engine", ["native", "polars"])
+def test_stdin_left_part_read_by_the_shell_is_read_from_where_it_stands(generated, tmp_path, engine):
     """`{ read -r first; diagnose -; } < big.log`: only the lines after the first are diagnosed,
     big or small (the file behind stdin is not re-read from its start)."""
     data = generated.read_bytes()
@@ -120,15 +124,16 @@ def test_stdin_left_part_read_by_the_shell_is_read_from_where_it_stands(generate
     for bulk_min in (4096, 10**15):
         with open(generated, "rb") as fh:
             fh.seek(cut)
-            out = _cli_json(["-"], bulk_min, stdin=fh)
+            out = _cli_json(["-"], bulk_min, stdin=fh, engine=engine)
         assert out["inputs"][0]["lines"] == ref["inputs"][0]["lines"] == len(data[cut:].splitlines())
         assert [f["id"] for f in out["findings"]] == [f["id"] for f in ref["findings"]]
 
 
-def test_a_damaged_big_gzip_is_one_line_and_exit_2(generated, tmp_path):
+@pytest.mark.parametrize("engine", ["native", "polars"])
+def test_a_damaged_big_gzip_is_one_line_and_exit_2(generated, tmp_path, engine):
     gz = tmp_path / "cut.log.gz"
     gz.write_bytes(gzip.compress(generated.read_bytes(), compresslevel=1)[:-4000])
-    env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1", DIAGNOSE_BULK_MIN_BYTES="4096")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1", DIAGNOSE_BULK_MIN_BYTES="4096", **engine_env(engine))
     p = subprocess.run([sys.executable, "-m", "diagnose", str(gz)], env=env, cwd=ROOT, capture_output=True,
                        timeout=300)
     err = p.stderr.decode().strip()
@@ -155,7 +160,7 @@ PROMPTS = [
 
 @pytest.mark.parametrize("prefix", ["", "2026-11-20T09:03:00.123456789Z (APIServer pid=7) "])
 @pytest.mark.parametrize("rid", ["cmpl-", "cmpl-ñü☃-"])        # bytes before the prompt differ from characters
-def test_prompt_heads_are_cut_the_same_way(tmp_path, monkeypatch, prefix, rid):
+def test_prompt_heads_are_cut_the_same_way(tmp_path, monkeypatch, prefix, rid, bulk_engine):
     lines = [f"{prefix}INFO 11-20 09:03:{i % 60:02d} [logger.py:40] Received request {rid}{i}: prompt: {p}\n"
              for i, p in enumerate(PROMPTS * 3)]
     f = tmp_path / "heads.log"
@@ -166,7 +171,7 @@ def test_prompt_heads_are_cut_the_same_way(tmp_path, monkeypatch, prefix, rid):
     assert len(ref["prefixes"]) == len(PROMPTS) - 2                      # the two `short one` agree
 
 
-def test_a_wrapped_dump_is_followed_on_the_bulk_path_too(tmp_path, monkeypatch):
+def test_a_wrapped_dump_is_followed_on_the_bulk_path_too(tmp_path, monkeypatch, bulk_engine):
     """A paste that wrapped SGLang's `ServerArgs(...)` over many lines: the continuation lines hold
     no keyword, and both paths must still hand them to the parser that asked for them."""
     src = (ROOT / "fixtures" / "mixed" / "sglang.log").read_text(encoding="utf-8").splitlines(keepends=True)
@@ -187,7 +192,7 @@ def test_a_wrapped_dump_is_followed_on_the_bulk_path_too(tmp_path, monkeypatch):
         assert ref[k] == fast[k], k
 
 
-def test_a_full_prompt_table_keeps_the_same_heads(generated, monkeypatch):
+def test_a_full_prompt_table_keeps_the_same_heads(generated, monkeypatch, bulk_engine):
     """Past MAX_PREFIXES distinct heads, further ones are only counted: both paths must keep the
     same heads (first seen first) and count the same overflow."""
     from diagnose.sources import bulk, common_lines
@@ -203,9 +208,9 @@ def test_a_full_prompt_table_keeps_the_same_heads(generated, monkeypatch):
     assert fast.counters.get("prompt_prefixes_overflow") == ref.counters.get("prompt_prefixes_overflow")
 
 
-def test_lines_holding_the_separator_byte(generated, tmp_path, monkeypatch):
-    """The bulk path reads each line as one CSV field split on 0x1F; a log line that holds that byte
-    (first in the file, and further on) must neither crash it nor shift any count."""
+def test_lines_holding_the_separator_byte(generated, tmp_path, monkeypatch, bulk_engine):
+    """polars reads each line as one CSV field split on 0x1F; a log line that holds that byte
+    (first in the file, and further on) must neither crash a bulk path nor shift any count."""
     lines = generated.read_bytes().splitlines(keepends=True)
     lines.insert(0, b"INFO 11-20 09:00:00 [x.py:1] unit\x1fseparator in the first line\n")
     lines.insert(2000, b"INFO 11-20 09:05:00 [x.py:1] another \x1f one, with an Error after it\n")

@@ -135,15 +135,27 @@ def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False
     bar = _progress_bar(inp) if not sniffing else None
     advance = _advancer(bar, inp)
     behind = bulk.file_behind(inp)
-    if behind and bulk.usable(behind, first):
-        del blocks      # the bulk path reads the file itself, in Rust
-        lines_iter = bulk.scan_file(behind, inp.display, ev, counts, progress=advance, follow=pending)
+    if behind and bulk.usable(behind, first) and not sniffing:
+        lib = bulk.native_lib()
+        if lib is not None:     # the C scanner reads on from the blocks already open
+            from .native import stream
+            lines_iter = stream.scan(stream.Producer(lib, _chain(first, blocks)), inp.display, ev, counts,
+                                     progress=advance, follow=pending)
+        else:
+            del blocks      # polars reads the file itself, in Rust
+            lines_iter = bulk.scan_file(behind, inp.display, ev, counts, progress=advance, follow=pending)
     else:
         # gzip and stdin: big ones go through the bulk path block by block; that is only known
         # once enough of them has been read.
         src, big = _peek_size(_chain(first, blocks), bulk.FAST_MIN_BYTES // 4)
         if big and not sniffing and bulk.text_like(first):
-            lines_iter = bulk.scan_blocks(src, inp.display, ev, counts, progress=advance, follow=pending)
+            lib = bulk.native_lib()
+            if lib is not None:
+                from .native import stream
+                lines_iter = stream.scan(stream.Producer(lib, src), inp.display, ev, counts,
+                                         progress=advance, follow=pending)
+            else:
+                lines_iter = bulk.scan_blocks(src, inp.display, ev, counts, progress=advance, follow=pending)
         else:
             if bar:
                 src = _counted(src, advance)

@@ -20,7 +20,7 @@ import re
 
 from ..evidence.model import EVENT_KEEP, Event, Evidence
 from ..redact import redact
-from .common_lines import MAX_PREFIXES, PROBE_PATHS
+from .common_lines import MAX_PREFIXES, PROBE_PATHS, head_key
 from .scanner import GREP_KEYWORDS
 
 FAST_MIN_BYTES = int(os.environ.get("DIAGNOSE_BULK_MIN_BYTES", 64 * 1024 * 1024))
@@ -42,6 +42,17 @@ BATCH_ROWS = 20_000
 # Set before polars is first imported, and only where the user has not set them.
 POLARS_ENV = {"POLARS_CSV_CHUNK_SIZE": str(1 << 20), "POLARS_CSV_CHUNK_PREFETCH_LIMIT": "1",
               "_RJEM_MALLOC_CONF": "background_thread:true,dirty_decay_ms:50,muzzy_decay_ms:0"}
+
+
+# The C scanner (native/) when it can be built; polars otherwise (tests switch this off).
+USE_NATIVE = True
+
+
+def native_lib():
+    if not USE_NATIVE:
+        return None
+    from . import native
+    return native.load()
 
 
 def file_behind(inp) -> str | None:
@@ -188,6 +199,14 @@ def scan_blocks(blocks, display: str, ev: Evidence, counts, progress=None, follo
         if keep and tally.received:
             _examples(ev, "request", display, frame.filter(pl.col("rcv")), 0)
     tally.finish()
+
+
+def _import_polars() -> None:
+    _tune_polars()
+    try:
+        import polars  # noqa: F401
+    except Exception:       # the series code imports it again and reports what is wrong there
+        pass
 
 
 STREAM_BLOCK = 4 << 20     # bytes per in-memory query: large enough to amortise the query
@@ -346,10 +365,10 @@ def _prompt_heads(ev: Evidence, rows) -> None:  # rows: (head bytes, times)
     if isinstance(rows, tuple):      # distinct heads and their counts, far from the table's bound
         heads, times = rows
         get = seen.get
-        seen.update({k: get(k, 0) + n for k, n in zip(map(hash, heads), times)})
+        seen.update({k: get(k, 0) + n for k, n in zip(map(head_key, heads), times)})
         return
     for h, n in rows:
-        k = hash(h)
+        k = head_key(h)
         if k in seen:
             seen[k] += int(n)
         elif len(seen) < MAX_PREFIXES:

@@ -5,6 +5,7 @@ They interleave with every engine's log, so every log parser consults this modul
 from __future__ import annotations
 
 import re
+import zlib
 
 from ..evidence.model import Evidence
 from ..redact import redact
@@ -96,6 +97,12 @@ def _nccl(text: str, line: Line, ev: Evidence, when) -> None:
         ev.count("nccl_other")
 
 
+def head_key(head: bytes) -> int:
+    """A prompt head's key: 64 bits from zlib's CRC-32 and Adler-32, which the C scanner computes
+    for the same bytes (Python's hash() is salted per process and cannot be)."""
+    return zlib.crc32(head) << 32 | zlib.adler32(head)
+
+
 def note_prompt(msg: str, ev: Evidence) -> None:
     """Remember how often a prompt's head repeats, as a hash only (never the text).
 
@@ -113,7 +120,7 @@ def note_prompt(msg: str, ev: Evidence) -> None:
         p = raw.find(q + t, start)
         if 0 <= p < end:
             end = p
-    h = hash(raw[start:end])     # equal heads, equal hashes (the bulk path hashes the same bytes)
+    h = head_key(raw[start:end])
     seen = ev.prompt_prefixes
     if h in seen:
         seen[h] += 1

@@ -1,0 +1,461 @@
+/* The bulk scanner's inner loop: one pass over a block of whole lines, in C.
+ *
+ * It classifies every line exactly as bulk.classify() does in polars (and, through it, as the
+ * line-by-line parsers do): unreadable (invalid UTF-8 or a NUL byte), engine request line,
+ * uvicorn access line, or another line, which is handed to Python when it holds one of the
+ * scanner's keywords. Access and request lines -- nearly all of a busy server's log -- are only
+ * counted here; Python gets back counts, a few evidence rows, and the byte ranges of prompt
+ * heads (it hashes them itself, so both paths key prompts alike).
+ *
+ * Where C cannot be sure of what Python's Unicode-aware regex would say (a non-ASCII or control
+ * byte inside an access line's match), the line is left to Python as an ordinary line.
+ *
+ * No Python API: loaded with ctypes, which releases the GIL for the call, so blocks are scanned
+ * on every core while Python parses the few lines that matter. Built on first use (__init__.py).
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <string.h>
+
+#define NSTATUS 1000
+#define ROW_WIDTH 5         /* kind, line index in the block, start, end, status */
+enum { ROW_KEYWORD = 0, ROW_PROBE = 1, ROW_HTTP = 2, ROW_RECEIVED = 3 };
+
+typedef struct {
+    int64_t lines, bad, acc, req, rcv, probe;
+    int64_t status[NSTATUS];
+    int64_t kept[NSTATUS];          /* evidence rows given per error status, this block */
+    int64_t kept_probe, kept_rcv;
+} dg_totals;
+
+/* ---- lists set once from Python (scanner.GREP_KEYWORDS, common_lines.PROBE_PATHS) ---- */
+
+#define MAX_WORDS 256
+#define WORD_BYTES 8192
+static uint8_t word_store[WORD_BYTES];
+static const uint8_t *kw[MAX_WORDS];
+static int kw_len[MAX_WORDS], kw_next[MAX_WORDS], n_kw;
+static int16_t pair_head[65536];    /* keywords by their first two bytes: a cheap reject */
+static const uint8_t *probe[MAX_WORDS];
+static int probe_len[MAX_WORDS], n_probe;
+
+/* zlib's CRC-32, eight bytes a step: the key of a prompt head is crc32 << 32 | adler32, which
+ * Python computes with zlib for the same bytes (common_lines.head_key). */
+static uint32_t crc_table[8][256];
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+}
+
+static uint64_t head_key(const uint8_t *s, int64_t n)
+{
+    /* adler32 as two independent sums the compiler vectorises: a = 1 + sum s[i],
+     * b = n + sum (n - i) s[i]; with n <= 256 neither comes near overflow before the modulo. */
+    uint32_t sum = 0, weighted = 0;
+    for (int64_t i = 0; i < n; i++) {
+        sum += s[i];
+        weighted += (uint32_t)i * s[i];
+    }
+    uint32_t a = (1 + sum) % 65521u, b = ((uint32_t)n + (uint32_t)n * sum - weighted) % 65521u;
+    uint32_t c = 0xFFFFFFFFu;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint32_t lo, hi;
+        memcpy(&lo, s + i, 4);
+        memcpy(&hi, s + i + 4, 4);
+        lo ^= c;
+        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^ crc_table[5][(lo >> 16) & 0xFF] ^
+            crc_table[4][lo >> 24] ^ crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
+            crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+    }
+    for (; i < n; i++) c = crc_table[0][(c ^ s[i]) & 0xFF] ^ (c >> 8);
+    c ^= 0xFFFFFFFFu;
+    return ((uint64_t)c << 32) | (b << 16 | a);
+}
+
+/* `blob`: words separated by NUL bytes. Returns 0, or -1 when a list does not fit. */
+int dg_setup(const uint8_t *keywords, int64_t kn, const uint8_t *probes, int64_t pn)
+{
+    int64_t used = 0;
+    if (kn + pn > WORD_BYTES) return -1;
+    crc_init();
+    memcpy(word_store, keywords, kn);
+    memcpy(word_store + kn, probes, pn);
+    for (int i = 0; i < 65536; i++) pair_head[i] = -1;
+    n_kw = n_probe = 0;
+    for (int64_t i = 0; i < kn; ) {
+        int64_t j = i;
+        while (j < kn && word_store[j]) j++;
+        if (j - i < 2 || n_kw == MAX_WORDS) return -1;   /* the pair table needs two bytes */
+        int p = word_store[i] | (word_store[i + 1] << 8);
+        kw[n_kw] = word_store + i; kw_len[n_kw] = (int)(j - i);
+        kw_next[n_kw] = pair_head[p]; pair_head[p] = (int16_t)n_kw;
+        n_kw++;
+        i = j + 1;
+    }
+    used = kn;
+    for (int64_t i = 0; i < pn; ) {
+        int64_t j = i;
+        while (j < pn && word_store[used + j]) j++;
+        if (j == i || n_probe == MAX_WORDS) return -1;
+        probe[n_probe] = word_store + used + i; probe_len[n_probe] = (int)(j - i);
+        n_probe++;
+        i = j + 1;
+    }
+    return 0;
+}
+
+/* ---- per-line tests ---- */
+
+/* Strict UTF-8 as Python decodes it (no overlongs, surrogates or code points past U+10FFFF),
+ * and no NUL byte. */
+static int readable(const uint8_t *s, int64_t n)
+{
+    int64_t i = 0;
+    while (i < n) {
+        while (i + 8 <= n) {        /* ASCII eight bytes at a time */
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if ((w & 0x8080808080808080ULL) ||
+                ((w - 0x0101010101010101ULL) & ~w & 0x8080808080808080ULL))
+                break;
+            i += 8;
+        }
+        if (i >= n) break;
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            if (!c) return 0;
+            i++;
+            continue;
+        }
+        int k;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) { k = 1; cp = c & 0x1F; }
+        else if (c >= 0xE0 && c <= 0xEF) { k = 2; cp = c & 0x0F; }
+        else if (c >= 0xF0 && c <= 0xF4) { k = 3; cp = c & 0x07; }
+        else return 0;
+        if (i + k >= n) return 0;       /* cut short by the line's end */
+        for (int j = 1; j <= k; j++) {
+            uint8_t d = s[i + j];
+            if ((d & 0xC0) != 0x80) return 0;
+            cp = (cp << 6) | (d & 0x3F);
+        }
+        if (k == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) return 0;
+        if (k == 3 && (cp < 0x10000 || cp > 0x10FFFF)) return 0;
+        i += k + 1;
+    }
+    return 1;
+}
+
+/* The end of the line that starts at s (its newline, or `end`), and whether it is readable: one
+ * pass finds the newline and notes any NUL or non-ASCII byte; only such lines get the full check. */
+#ifdef __SSE2__
+#include <emmintrin.h>
+static const uint8_t *line_end(const uint8_t *s, const uint8_t *end, int *ok)
+{
+    const __m128i nl = _mm_set1_epi8('\n'), zero = _mm_setzero_si128();
+    const uint8_t *p = s;
+    int odd = 0;
+    while (end - p >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)p);
+        unsigned m_nl = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, nl));
+        unsigned m_odd = (unsigned)(_mm_movemask_epi8(x) | _mm_movemask_epi8(_mm_cmpeq_epi8(x, zero)));
+        if (m_nl) {
+            odd |= (m_odd & ((m_nl & -m_nl) - 1)) != 0;
+            *ok = !odd || readable(s, p + __builtin_ctz(m_nl) - s);
+            return p + __builtin_ctz(m_nl);
+        }
+        odd |= m_odd != 0;
+        p += 16;
+    }
+    while (p < end && *p != '\n') {
+        odd |= *p == 0 || *p >= 0x80;
+        p++;
+    }
+    *ok = !odd || readable(s, p - s);
+    return p;
+}
+#else
+static const uint8_t *line_end(const uint8_t *s, const uint8_t *end, int *ok)
+{
+    const uint8_t *e = memchr(s, '\n', end - s);
+    if (!e) e = end;
+    *ok = readable(s, e - s);
+    return e;
+}
+#endif
+
+static int starts(const uint8_t *s, const uint8_t *e, const char *lit, int n)
+{
+    return e - s >= n && memcmp(s, lit, n) == 0;
+}
+
+/* bulk.REQUEST: `\] (?:Received|Added|Finished|Aborted) request` anywhere in the line. */
+static int is_request(const uint8_t *s, const uint8_t *e)
+{
+    const uint8_t *q = s;
+    while (q < e && (q = memchr(q, ']', e - q)) != NULL) {
+        const uint8_t *w = q + 2;
+        if (q + 1 < e && q[1] == ' ') {
+            if (starts(w, e, "Received request", 16) || starts(w, e, "Added request", 13) ||
+                starts(w, e, "Finished request", 16) || starts(w, e, "Aborted request", 15))
+                return 1;
+        }
+        q++;
+    }
+    return 0;
+}
+
+static int is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+
+static int host_char(uint8_t c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '_' ||
+           c == '.' || c == ':' || c == '[' || c == ']' || c == '-';
+}
+
+/* Whitespace as both regex engines agree on it; other control bytes are left to Python. */
+static int ascii_space(uint8_t c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+#define UNSURE (-1)
+
+/* One try of bulk.ACCESS at an `INFO:` that starts at `p`:
+ * `INFO: +[\w.:\[\]-]+:\d+ - "[A-Z]+ \S+ HTTP/[\d.]+" \d{3}`. Every part is a greedy run that
+ * cannot give anything back (each is followed by a byte outside it), so one left-to-right walk
+ * decides. Returns 1 (status, path set), 0, or UNSURE where a non-ASCII or control byte could
+ * change what Python's Unicode classes (\w, \d, \S) say. */
+static int access_at(const uint8_t *p, const uint8_t *e, int *status, const uint8_t **path,
+                     int64_t *path_len)
+{
+    p += 5;
+    if (p >= e || *p != ' ') return 0;
+    while (p < e && *p == ' ') p++;
+    const uint8_t *h = p;
+    while (p < e && host_char(*p)) p++;
+    if (p < e && *p >= 0x80) return UNSURE;
+    /* the run must end `:digits` after at least one byte of host */
+    const uint8_t *d = p;
+    while (d > h && is_digit(d[-1])) d--;
+    if (d == p || d - 1 <= h || d[-1] != ':') return 0;
+    if (!starts(p, e, " - \"", 4)) return 0;
+    p += 4;
+    const uint8_t *m = p;
+    while (p < e && *p >= 'A' && *p <= 'Z') p++;
+    if (p == m || p >= e || *p != ' ') return 0;
+    p++;
+    const uint8_t *q = p;
+    while (p < e && !ascii_space(*p)) {
+        if (*p >= 0x80 || *p < 0x20) return UNSURE;
+        p++;
+    }
+    if (p == q) return 0;
+    *path = q;
+    *path_len = p - q;
+    if (!starts(p, e, " HTTP/", 6)) return 0;
+    p += 6;
+    const uint8_t *v = p;
+    while (p < e && (is_digit(*p) || *p == '.')) p++;
+    if (p < e && *p >= 0x80) return UNSURE;
+    if (p == v || !starts(p, e, "\" ", 2)) return 0;
+    p += 2;
+    for (int i = 0; i < 3; i++) {
+        if (p + i >= e) return 0;
+        if (p[i] >= 0x80) return UNSURE;
+        if (!is_digit(p[i])) return 0;
+    }
+    *status = (p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0');
+    return 1;
+}
+
+/* The leftmost `INFO:` where the pattern matches, as a regex search would find it. */
+static int is_access(const uint8_t *s, const uint8_t *e, int *status, const uint8_t **path,
+                     int64_t *path_len)
+{
+    const uint8_t *p = s;
+    while (p < e && (p = memmem(p, e - p, "INFO:", 5)) != NULL) {
+        int r = access_at(p, e, status, path, path_len);
+        if (r != 0) return r;
+        p++;
+    }
+    return 0;
+}
+
+static int has_keyword(const uint8_t *s, int64_t n)
+{
+    for (int64_t i = 0; i + 1 < n; i++) {
+        int k = pair_head[s[i] | (s[i + 1] << 8)];
+        while (k >= 0) {
+            if (i + kw_len[k] <= n && memcmp(s + i, kw[k], kw_len[k]) == 0) return 1;
+            k = kw_next[k];
+        }
+    }
+    return 0;
+}
+
+/* common_lines.note_prompt: after the first `prompt: ` and its quote, up to the closing
+ * `', params` (or `', sampling_params`) when that starts within 256 bytes, else 256 bytes. */
+static int prompt_head(const uint8_t *s, const uint8_t *e, int64_t *start, int64_t *end)
+{
+    static const char *closers[2] = {", params", ", sampling_params"};
+    const uint8_t *p = memmem(s, e - s, "prompt: ", 8);
+    if (!p || e - p < 9 || (p[8] != '\'' && p[8] != '"')) return 0;
+    int64_t b = p + 9 - s, n = e - s, stop = b + 256;
+    for (int t = 0; t < 2; t++) {
+        int len = (int)strlen(closers[t]);
+        /* the first quote + closer at or after b, taken when it starts before `stop` */
+        int64_t lim = stop < n - len ? stop : n - len;
+        for (int64_t i = b; i < lim; i++) {
+            const uint8_t *q = memchr(s + i, p[8], lim - i);
+            if (!q) break;
+            i = q - s;
+            if (memcmp(q + 1, closers[t], len) == 0) { stop = i; break; }
+        }
+    }
+    *start = b;
+    *end = stop < n ? stop : n;
+    return 1;
+}
+
+static int is_probe(const uint8_t *path, int64_t n)
+{
+    for (int i = 0; i < n_probe; i++)
+        if (n >= probe_len[i] && memcmp(path, probe[i], probe_len[i]) == 0) return 1;
+    return 0;
+}
+
+/* Scan buf[pos:n] (whole lines: the block ends with a newline) until its end or until `rows`
+ * or the heads are full; returns where it stopped. `keep`: evidence rows wanted per kind.
+ * rows: ROW_WIDTH int64 each, offsets from buf's start, line indexes counted from the block's
+ * first line (t->lines is the running count). Prompt heads come back as distinct keys with their
+ * counts, in order of first appearance within this call; `slots` (HEAD_SLOTS int32) is scratch
+ * for the table that finds them. */
+#define HEAD_SLOTS 65536
+int64_t dg_scan(const uint8_t *buf, int64_t n, int64_t pos, dg_totals *t, int64_t keep,
+                int64_t *rows, int64_t rows_cap, int64_t *n_rows,
+                uint64_t *keys, int64_t *counts, int64_t heads_cap, int64_t *n_heads, int32_t *slots)
+{
+    const uint8_t *end = buf + n;
+    if (heads_cap > HEAD_SLOTS / 2) heads_cap = HEAD_SLOTS / 2;     /* the table stays half empty */
+    memset(slots, 0xFF, HEAD_SLOTS * sizeof(int32_t));
+    while (pos < n) {
+        if (*n_rows + 2 > rows_cap || *n_heads >= heads_cap) break;
+        const uint8_t *s = buf + pos;
+        int ok;
+        const uint8_t *e = line_end(s, end, &ok);
+        int64_t line = t->lines++;
+        int64_t start = s - buf, stop = e - buf;
+        pos = stop + 1;
+        if (!ok) {
+            t->bad++;
+            continue;
+        }
+        int64_t *r = rows + *n_rows * ROW_WIDTH;
+        if (is_request(s, e)) {
+            t->req++;
+            if (memmem(s, e - s, "] Received request", 18)) {
+                int64_t a, b;
+                t->rcv++;
+                if (prompt_head(s, e, &a, &b)) {
+                    uint64_t k = head_key(s + a, b - a);
+                    uint32_t h = (uint32_t)(k ^ (k >> 29)) & (HEAD_SLOTS - 1);
+                    while (slots[h] >= 0 && keys[slots[h]] != k) h = (h + 1) & (HEAD_SLOTS - 1);
+                    if (slots[h] < 0) {
+                        slots[h] = (int32_t)*n_heads;
+                        keys[*n_heads] = k;
+                        counts[*n_heads] = 0;
+                        (*n_heads)++;
+                    }
+                    counts[slots[h]]++;
+                }
+                if (t->kept_rcv < keep) {
+                    t->kept_rcv++;
+                    r[0] = ROW_RECEIVED; r[1] = line; r[2] = start; r[3] = stop; r[4] = 0;
+                    (*n_rows)++;
+                }
+            }
+            continue;
+        }
+        int status = 0;
+        const uint8_t *path = NULL;
+        int64_t path_len = 0;
+        int a = is_access(s, e, &status, &path, &path_len);
+        if (a == 1) {
+            t->acc++;
+            t->status[status]++;
+            if ((status >= 500 && status < 600) || status == 429) {
+                if (t->kept[status] < keep) {
+                    t->kept[status]++;
+                    r[0] = ROW_HTTP; r[1] = line; r[2] = start; r[3] = stop; r[4] = status;
+                    (*n_rows)++;
+                    r += ROW_WIDTH;
+                }
+            }
+            if (is_probe(path, path_len)) {
+                t->probe++;
+                if (t->kept_probe < keep) {
+                    t->kept_probe++;
+                    r[0] = ROW_PROBE; r[1] = line; r[2] = start; r[3] = stop; r[4] = status;
+                    (*n_rows)++;
+                }
+            }
+            continue;
+        }
+        if (has_keyword(s, e - s)) {
+            r[0] = ROW_KEYWORD; r[1] = line; r[2] = start; r[3] = stop; r[4] = 0;
+            (*n_rows)++;
+        }
+    }
+    return pos;
+}
+
+/* ---- the bounded table of prompt heads (common_lines.MAX_PREFIXES), kept across segments ----
+ * Segments come back from the workers in line order and are added here one after another, so
+ * the table keeps the heads the line-by-line path keeps: the first `cap` distinct ones. Key and
+ * count share a slot, and slots are fetched ahead: a table this size lives outside the caches. */
+typedef struct { uint64_t key; int64_t count; } dg_slot;     /* count 0: free */
+
+typedef struct {
+    int64_t cap, n, overflow, mask;
+    dg_slot *slots;         /* a power of two >= 2 * cap */
+    int64_t *order;         /* slot of each head, in order of first appearance */
+} dg_heads;
+
+static inline uint64_t slot_of(uint64_t k, int64_t mask)
+{
+    return (k * 0x9E3779B97F4A7C15ull >> 20) & (uint64_t)mask;
+}
+
+void dg_heads_add(dg_heads *t, const uint64_t *keys, const int64_t *counts, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (i + 8 < n) __builtin_prefetch(&t->slots[slot_of(keys[i + 8], t->mask)]);
+        uint64_t k = keys[i], h = slot_of(k, t->mask);
+        while (t->slots[h].count && t->slots[h].key != k) h = (h + 1) & (uint64_t)t->mask;
+        if (t->slots[h].count) {
+            t->slots[h].count += counts[i];
+        } else if (t->n < t->cap) {
+            t->slots[h].key = k;
+            t->slots[h].count = counts[i];
+            t->order[t->n++] = (int64_t)h;
+        } else {
+            t->overflow += counts[i];
+        }
+    }
+}
+
+/* The table's heads in order of first appearance, and their counts. */
+void dg_heads_get(const dg_heads *t, uint64_t *keys, int64_t *counts)
+{
+    for (int64_t i = 0; i < t->n; i++) {
+        keys[i] = t->slots[t->order[i]].key;
+        counts[i] = t->slots[t->order[i]].count;
+    }
+}

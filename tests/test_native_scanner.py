@@ -1,0 +1,147 @@
+"""The C scanner (diagnose/sources/native): lines at the edges of what it decides itself, how it is
+built and cached, and what happens without a C compiler."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+ACCESS = '(APIServer pid=7) INFO:     {host} - "{method} {path} HTTP/1.1" {status} OK\n'
+REQ = ("(APIServer pid=7) INFO 11-20 09:03:{s:02d} [logger.py:40] {verb} request cmpl-{i}: "
+       "prompt: 'tell me {i}', params: SamplingParams(n=1)\n")
+
+EDGE_LINES = [line.encode() for line in [
+    ACCESS.format(host="10.0.0.1:5000", method="POST", path="/v1/completions", status=200),
+    ACCESS.format(host="[::1]:8000", method="GET", path="/health?full=1", status=200),       # IPv6, probe with query
+    ACCESS.format(host="10.0.0.2:5000", method="POST", path="/v1/chat/completions", status=503),
+    ACCESS.format(host="10.0.0.2:5000", method="POST", path="/v1/chat/completions", status=429),
+    ACCESS.format(host="10.0.0.3:1", method="GET", path="/metrics", status=500),             # probe and 5xx
+    ACCESS.format(host="10.0.0.4:5000", method="GET", path="/caf\u00e9", status=404),      # non-ASCII path: left to Python
+    ACCESS.format(host="h\u00f6st:5000", method="GET", path="/x", status=200),             # non-ASCII host
+    '(APIServer pid=7) INFO:     10.0.0.6:http - "GET /x HTTP/1.1" 200 OK\n',               # port not a number
+    '(APIServer pid=7) INFO:     10.0.0.7:5000 - "get /x HTTP/1.1" 200 OK\n',               # lower-case method
+    '(APIServer pid=7) INFO:     10.0.0.8:5000 - "GET /x HTTP/1.1" 2000 OK\n',              # four digits: 200
+    REQ.format(s=1, verb="Received", i=1),
+    REQ.format(s=2, verb="Added", i=1),
+    REQ.format(s=3, verb="Finished", i=1),
+    REQ.format(s=4, verb="Aborted", i=2),
+    REQ.format(s=5, verb="Received", i=3).replace("tell me", 'quoting INFO:     1.2.3.4:5 - "GET /health HTTP/1.1" 500 OK'),
+    "(APIServer pid=7) INFO 11-20 09:03:06 [logger.py:40] Received request cmpl-9: prompt: '\u00e9t\u00e9 \u2603', params: x\n",
+    "INFO 11-20 09:03:08 [engine.py:1] a unit separator \x1f then an Error\n",
+    "INFO 11-20 09:03:09 [engine.py:1] Windows line end, an Error\r\n",
+    "\n",
+    "nothing to see here\n",
+]] + [
+    b"INFO 11-20 09:03:07 [engine.py:1] overlong \xc0\xaf, an Error\n",
+    b"INFO 11-20 09:03:07 [engine.py:1] surrogate \xed\xa0\x80, an Error\n",
+    b"INFO 11-20 09:03:07 [engine.py:1] past U+10FFFF \xf4\x90\x80\x80, an Error\n",
+    b"INFO 11-20 09:03:07 [engine.py:1] an Error cut short at the end \xe2\x82\n",
+    b"INFO 11-20 09:03:07 [engine.py:1] a NUL \x00, an Error\n",
+]
+# Where the two bulk paths differ, the C scanner reads as the line-by-line path does.
+ONLY_NATIVE = [
+    "INFO 11-20 09:03:07 [engine.py:1] a real \ufffd replacement character, with an Error\n".encode(),
+    ACCESS.format(host="10.0.0.5:5000", method="GET", path="/x\x1cy", status=200).encode(),   # Python's \s has 0x1C
+]
+
+
+def _file(tmp_path, lines, name):
+    body = b"".join(lines)
+    long_line = b"INFO 11-20 09:04:00 [x.py:1] a long Error line " + b"y" * (9 << 20) + b"\n"   # > two blocks
+    p = tmp_path / name
+    p.write_bytes(body * 40 + long_line + body * 3 + b"INFO 11-20 09:05:00 [x.py:1] last Error, no newline")
+    return p
+
+
+def _summary(path, monkeypatch, bulk_min, native):
+    from diagnose.sources import bulk, load, resolve
+    monkeypatch.setattr(bulk, "FAST_MIN_BYTES", bulk_min)
+    monkeypatch.setattr(bulk, "USE_NATIVE", native)
+    ev = load(resolve([str(path)]))
+    info = ev.inputs[0]
+    return {"lines": info.lines, "unreadable": info.unreadable_lines, "recognised": info.recognised_lines,
+            "counters": ev.counters, "event_counts": ev.event_counts,
+            "events": {k: [(e.line, e.text) for e in v] for k, v in ev.events.items()},
+            "prefixes": ev.prompt_prefixes}
+
+
+def _native_or_skip():
+    from diagnose.sources import native
+    if native.load() is None:
+        pytest.skip(f"C scanner not available here: {native.why_not}")
+
+
+def test_edge_lines_are_read_as_the_line_by_line_path_reads_them(tmp_path, monkeypatch):
+    _native_or_skip()
+    f = _file(tmp_path, EDGE_LINES + ONLY_NATIVE, "edges.log")
+    ref = _summary(f, monkeypatch, 10**15, True)
+    fast = _summary(f, monkeypatch, 0, True)
+    for k in ref:
+        assert ref[k] == fast[k], k
+    # what a user reads off the report: unreadable lines, error statuses, probes, prompts
+    assert fast["unreadable"] == 5 * 43
+    assert fast["counters"]["status_503"] == fast["counters"]["status_429"] == 43
+    assert fast["counters"]["access_probe_lines"] == 2 * 43
+    assert len(fast["events"]["http_500"]) == 20 and fast["event_counts"]["http_500"] == 43
+    assert len(fast["prefixes"]) == 3 and sum(fast["prefixes"].values()) == 3 * 43
+
+
+def test_the_c_scanner_and_polars_agree_on_the_edge_lines(tmp_path, monkeypatch):
+    _native_or_skip()
+    f = _file(tmp_path, EDGE_LINES, "edges.log")
+    a = _summary(f, monkeypatch, 0, True)
+    b = _summary(f, monkeypatch, 0, False)
+    for k in a:
+        assert a[k] == b[k], k
+
+
+@pytest.mark.parametrize("cuts", [[1], [7, 8, 9], [4096], [50, 51, 5000], [3, 100_000]])
+def test_blocks_cut_anywhere_become_whole_lines(cuts):
+    from diagnose.sources.native.stream import _segments
+    data = b"".join(b"line %d " % i + b"x" * (i % 300) + b"\n" for i in range(2000)) + b"no newline at the end"
+    blocks, at = [], 0
+    for c in cuts + [len(data)]:
+        blocks.append(data[at:c])
+        at = c
+    segs = list(_segments(b for b in blocks if b))
+    joined = b"".join(buf[s:e] for buf, s, e in segs)
+    assert joined == data + b"\n"
+    assert all(buf[e - 1:e] == b"\n" for buf, s, e in segs)
+
+
+def _run(args, env, cwd=ROOT):
+    return subprocess.run([sys.executable, *args], env=env, cwd=cwd, capture_output=True, timeout=300)
+
+
+def test_the_c_scanner_is_built_once_into_the_cache(tmp_path):
+    from diagnose.sources import native
+    if native.load() is None:
+        pytest.skip(f"C scanner not available here: {native.why_not}")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path))
+    p = _run(["-m", "diagnose.sources.native"], env)
+    out = p.stdout.decode()
+    assert p.returncode == 0 and out.startswith("C scanner: ") and str(tmp_path) in out, out + p.stderr.decode()
+    lib = out.split(": ", 1)[1].strip()
+    first = os.stat(lib).st_mtime_ns
+    assert _run(["-m", "diagnose.sources.native"], env).stdout.decode() == out
+    assert os.stat(lib).st_mtime_ns == first          # loaded, not rebuilt
+
+
+def test_without_a_c_compiler_big_logs_are_read_with_polars(tmp_path):
+    edge_log = _file(tmp_path, EDGE_LINES, "edges.log")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path / "cache"),
+               CC=str(tmp_path / "no-such-cc"), NO_COLOR="1")
+    p = _run(["-m", "diagnose.sources.native"], env)
+    assert "not in use: no C compiler" in p.stdout.decode(), p.stdout.decode() + p.stderr.decode()
+    fast = _run(["-m", "diagnose", "--format", "json", str(edge_log)], dict(env, DIAGNOSE_BULK_MIN_BYTES="0"))
+    ref = _run(["-m", "diagnose", "--format", "json", str(edge_log)], dict(env, DIAGNOSE_BULK_MIN_BYTES=str(10**15)))
+    assert fast.returncode == ref.returncode and fast.returncode in (0, 1), fast.stderr.decode()
+    a, b = json.loads(fast.stdout), json.loads(ref.stdout)
+    assert a["inputs"][0]["lines"] == b["inputs"][0]["lines"]
+    assert [f["id"] for f in a["findings"]] == [f["id"] for f in b["findings"]]
+    assert not list((tmp_path / "cache").rglob("*.so"))
