@@ -1,9 +1,9 @@
 """The bulk scanner's C core (scan.c): built on first use with the system's C compiler, cached,
 and loaded with ctypes.
 
-Why C: polars reads a gigabyte log in ~1.3 s of classification plus its import, five times
-`grep -cE`; one pass in C that splits, validates and classifies lines takes ~0.25 s per GB on
-one core, and ctypes releases the GIL so every core scans. Where no compiler is found (or
+Why C: polars classifies a gigabyte log in ~1.3 s plus its import, five times `grep -cE`; one
+pass in C that splits, validates and classifies lines takes ~0.3 s per GB on one core, and ctypes
+releases the GIL so every core scans. Where no compiler is found (or
 `DIAGNOSE_NATIVE=0`), `load()` returns None and the bulk path uses polars: same results, slower.
 
 The library is cached in $XDG_CACHE_HOME/diagnose (~/.cache/diagnose), named by a digest of the
@@ -124,7 +124,7 @@ def load():
             except subprocess.CalledProcessError as e:
                 err = (e.stderr or b"").decode("utf-8", "replace").strip().splitlines()
                 why_not = "the C compiler failed: " + (err[0] if err else f"exit {e.returncode}")
-            except (OSError, subprocess.SubprocessError, ValueError) as e:
+            except (OSError, RuntimeError, subprocess.SubprocessError, ValueError) as e:
                 why_not = f"cannot build or load the C scanner ({e})"
         _state["lib"] = lib
         return lib

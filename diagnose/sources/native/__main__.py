@@ -1,7 +1,7 @@
-"""python -m diagnose.sources.native: says whether the C scanner is in use, and builds it."""
-from . import library_path, load, why_not  # noqa: F401
+"""python -m diagnose.sources.native: builds the C scanner if needed and says whether it is in use."""
+from .. import native
 
-lib = load()
-from . import why_not as reason  # noqa: E402  (set by load())
-
-print(f"C scanner: {library_path()}" if lib else f"C scanner not in use: {reason} (big logs are read with polars)")
+if native.load() is not None:
+    print(f"C scanner: {native.library_path()}")
+else:
+    print(f"C scanner not in use: {native.why_not} (big logs are read with polars)")
