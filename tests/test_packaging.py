@@ -1,4 +1,4 @@
-"""A non-editable install must carry the rules: build the wheel and look inside."""
+"""A non-editable install must carry the rules and the C scanner's source: build the wheel and look inside."""
 from __future__ import annotations
 
 import subprocess
@@ -18,5 +18,7 @@ def test_wheel_ships_every_rule_file_and_the_console_script(tmp_path):
     for r in load_rules():
         rel = r.path.relative_to(ROOT / "rules").as_posix()
         assert f"diagnose/_rules/{rel}" in names, rel
+    # the C scanner is built on the user's machine from its source: the source must ship
+    assert "diagnose/sources/native/scan.c" in names
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "diagnose = diagnose.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
