@@ -342,6 +342,31 @@ def render(rows: list[dict]) -> tuple[str, str]:
     return plain, "\n".join(md)
 
 
+def where_time_goes(rows: list[dict]) -> tuple[list[str], dict]:
+    """Split diagnose's time into what every run pays and what the bytes cost.
+
+    The seed-003 log end to end is the fixed cost of a run with engine stats (interpreter,
+    imports including polars, rules, signals, report): its size adds next to nothing. What a big
+    log adds beyond it is the scanning, to set against grep's time for the same bytes."""
+    fixed = next((r["diagnose"]["seconds"] for r in rows
+                  if r["case"].startswith("seed003") and "error" not in (r.get("diagnose") or {})), None)
+    if fixed is None:
+        return [], {}
+    out = ["  fixed cost of a run with engine stats (seed-003 log end to end): %s s" % fmt_s(fixed)]
+    info: dict = {"seconds": fixed, "cases": {}}
+    for r in rows:
+        g, d = r.get("grep") or {}, r.get("diagnose") or {}
+        if r.get("end_to_end") or r.get("cold") or "seconds" not in g or "seconds" not in d or g["seconds"] <= 0:
+            continue
+        goal = (GOAL_GZ_RATIO if r.get("gzip") else GOAL_RATIO) * g["seconds"]
+        scan = max(0.0, d["seconds"] - fixed)
+        info["cases"][r["case"]] = {"scan_seconds": scan, "scan_ratio": scan / g["seconds"],
+                                    "fixed_share_of_goal": fixed / goal}
+        out.append("  %-14s scanning %s s = %.2f x grep; the fixed cost alone is %3.0f %% of the goal's %s s"
+                   % (r["case"], fmt_s(scan), scan / g["seconds"], 100 * fixed / goal, fmt_s(goal)))
+    return out, info
+
+
 # ------------------------------------------------------------------------------ main
 
 def main(argv=None) -> int:
@@ -504,6 +529,10 @@ def main(argv=None) -> int:
         print("\n(small (e2e): diagnose s is the end-to-end latency incl. interpreter start "
               "(bare python: %.3f s); no ratio is computed for it.)"
               % rows[-1].get("python_startup_seconds", 0.0))
+    floor_lines, floor = where_time_goes(rows)
+    if floor_lines:
+        print("\nWhere the time goes:")
+        print("\n".join(floor_lines))
     print("\nMarkdown:\n")
     print(md)
     if not have_diag:
@@ -517,6 +546,7 @@ def main(argv=None) -> int:
         "goal": {"ratio": GOAL_RATIO, "gzip_ratio": GOAL_GZ_RATIO, "small_seconds": GOAL_SMALL_S,
                  "rss_mb": GOAL_RSS_MB},
         "rows": rows,
+        "fixed_cost": floor,
     }
     out = workdir / "results.json"
     out.write_text(json.dumps(result, indent=1))

@@ -6,6 +6,9 @@ import gzip
 import hashlib
 import json
 import shutil
+from pathlib import Path
+
+import pytest
 
 from conftest import FIXTURES, run_cli
 
@@ -87,3 +90,36 @@ def test_input_is_not_modified(tmp_path):
 
 def test_unknown_ignore_id_is_a_usage_error():
     one_line_error(run_cli("--ignore", "no-such-rule", SEED), "no-such-rule")
+
+
+def test_a_pipe_on_stdin_is_widened_and_read_whole():
+    """`kubectl logs … | diagnose -`: the pipe's buffer is raised to 1 MB (fewer wake-ups between
+    writer and reader), and every byte written is still read."""
+    import fcntl
+    import os
+    import subprocess
+    import sys
+    import time
+    from conftest import ROOT
+    if not hasattr(fcntl, "F_GETPIPE_SZ"):
+        pytest.skip("pipe sizes are a Linux feature")
+    if int(Path("/proc/sys/fs/pipe-max-size").read_text()) < 1 << 20:
+        pytest.skip("this kernel caps pipes below 1 MB")
+    r, w = os.pipe()
+    assert fcntl.fcntl(w, fcntl.F_GETPIPE_SZ) < 1 << 20
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1")
+    p = subprocess.Popen([sys.executable, "-m", "diagnose", "--format", "json", "-"], stdin=r,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    os.close(r)
+    data = SEED.read_bytes()
+    os.write(w, data[:100])     # the reader has begun once the pipe has grown
+    deadline = time.monotonic() + 30
+    while fcntl.fcntl(w, fcntl.F_GETPIPE_SZ) < 1 << 20 and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.02)
+    size = fcntl.fcntl(w, fcntl.F_GETPIPE_SZ)
+    with os.fdopen(w, "wb") as fw:
+        fw.write(data[100:])
+    out, err = p.communicate(timeout=120)
+    assert size >= 1 << 20
+    assert p.returncode in (0, 1), err.decode()
+    assert json.loads(out)["inputs"][0]["lines"] == data.count(b"\n")
