@@ -15,12 +15,13 @@ next one. Small inputs keep the block scanner: importing polars costs more than 
 """
 from __future__ import annotations
 
+import itertools
 import os
 import re
 
 from ..evidence.model import EVENT_KEEP, Event, Evidence
 from ..redact import redact
-from .common_lines import MAX_PREFIXES, PROBE_PATHS, head_key
+from .common_lines import MAX_PREFIXES, PROBE_PATHS, count_head, head_key
 from .scanner import GREP_KEYWORDS
 
 FAST_MIN_BYTES = int(os.environ.get("DIAGNOSE_BULK_MIN_BYTES", 64 * 1024 * 1024))
@@ -368,24 +369,24 @@ def _prompt_heads(ev: Evidence, rows) -> None:  # rows: (head bytes, times)
         seen.update({k: get(k, 0) + n for k, n in zip(map(head_key, heads), times)})
         return
     for h, n in rows:
-        k = head_key(h)
-        if k in seen:
-            seen[k] += int(n)
-        elif len(seen) < MAX_PREFIXES:
-            seen[k] = int(n)
-        else:
-            ev.count("prompt_prefixes_overflow", int(n))
+        count_head(ev, head_key(h), int(n))
+
+
+def note_examples(ev: Evidence, kind: str, display: str, rows, total: int) -> None:
+    """Count every line of a kind; keep the first EVENT_KEEP as evidence (redacted).
+    rows: (line number, text) in line order; only as many are read as there is room for."""
+    ev.event_counts[kind] = ev.event_counts.get(kind, 0) + total
+    bucket = ev.events.setdefault(kind, [])
+    for n, text in itertools.islice(rows, max(0, EVENT_KEEP - len(bucket))):
+        bucket.append(Event(kind, display, n, redact(_strip(text)), None, {}))
 
 
 def _examples(ev: Evidence, kind: str, display: str, frame, total: int) -> None:
-    """Count every line of a kind; keep the first EVENT_KEEP as evidence (redacted)."""
-    ev.event_counts[kind] = ev.event_counts.get(kind, 0) + total
-    bucket = ev.events.setdefault(kind, [])
-    room = EVENT_KEEP - len(bucket)
-    if room > 0 and frame is not None:
+    rows = ()
+    if frame is not None and len(ev.events.get(kind, ())) < EVENT_KEEP:
         col = "text" if "text" in frame.columns else frame.columns[-1]
-        for n, text in frame.select("n", col).head(room).iter_rows():
-            bucket.append(Event(kind, display, n, redact(_strip(text)), None, {}))
+        rows = frame.select("n", col).head(EVENT_KEEP).iter_rows()
+    note_examples(ev, kind, display, rows, total)
 
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

@@ -120,11 +120,17 @@ def note_prompt(msg: str, ev: Evidence) -> None:
         p = raw.find(q + t, start)
         if 0 <= p < end:
             end = p
-    h = head_key(raw[start:end])
+    count_head(ev, head_key(raw[start:end]))
+
+
+def count_head(ev: Evidence, key: int, n: int = 1) -> None:
+    """The bounded table of prompt heads, shared by every path (the C scanner's dg_heads_add does
+    the same): the first MAX_PREFIXES distinct heads are counted, later new ones only in one
+    overflow count, so memory stays bounded on huge logs."""
     seen = ev.prompt_prefixes
-    if h in seen:
-        seen[h] += 1
+    if key in seen:
+        seen[key] += n
     elif len(seen) < MAX_PREFIXES:
-        seen[h] = 1
-    else:   # bounded memory on huge logs: count further distinct prompts in one bucket
-        ev.count("prompt_prefixes_overflow")
+        seen[key] = n
+    else:
+        ev.count("prompt_prefixes_overflow", n)

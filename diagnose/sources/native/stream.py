@@ -165,16 +165,10 @@ class _Tally:
         self.base = base + seg.lines
 
     def _examples(self, kind: str, rows, total: int) -> None:
-        """Count every line of a kind; keep the first EVENT_KEEP as evidence (redacted)."""
-        from ...evidence.model import EVENT_KEEP as keep, Event
-        from ...redact import redact
-        from ..bulk import _strip
-        ev = self.ev
-        ev.event_counts[kind] = ev.event_counts.get(kind, 0) + total
-        bucket = ev.events.setdefault(kind, [])
-        for r in rows[: max(0, keep - len(bucket))]:
-            text = r[2].decode("utf-8", "replace")
-            bucket.append(Event(kind, self.display, self.base + r[1] + 1, redact(_strip(text)), None, {}))
+        from ..bulk import note_examples
+        base = self.base
+        note_examples(self.ev, kind, self.display,
+                      ((base + r[1] + 1, r[2].decode("utf-8", "replace")) for r in rows), total)
 
     def _lines_for_parsers(self, seg, kw):
         """The keyword lines; and while a parser is in the middle of a dump a paste wrapped over
