@@ -202,14 +202,6 @@ def scan_blocks(blocks, display: str, ev: Evidence, counts, progress=None, follo
     tally.finish()
 
 
-def _import_polars() -> None:
-    _tune_polars()
-    try:
-        import polars  # noqa: F401
-    except Exception:       # the series code imports it again and reports what is wrong there
-        pass
-
-
 STREAM_BLOCK = 4 << 20     # bytes per in-memory query: large enough to amortise the query
 
 
