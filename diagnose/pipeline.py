@@ -11,7 +11,7 @@ from .findings.model import Result
 from .findings.reconcile import reconcile
 from .findings.verdict import decide
 from .signals.derive import Signals, derive
-from .sources import load_groups, resolve
+from .sources import load_groups, resolve, start_scans
 
 SCHEMA_VERSION = 1
 
@@ -74,8 +74,10 @@ def analyze_all(paths: list[str], rule_dirs: list[str] | None = None, ignore: se
                 gpu_name: str | None = None, overrides: dict | None = None, targets: dict | None = None,
                 prometheus: dict | None = None) -> list[Analysis]:
     """One Analysis per deployment: inputs from different engines are diagnosed separately."""
+    inputs = resolve(paths) if paths else []
+    start_scans(inputs)     # big logs: C reads them on the other cores while the rules load
     rules = load_rules(rule_dirs)
-    groups = load_groups(resolve(paths), year=year, gpu_start=gpu_start, gpu_interval=gpu_interval) if paths else []
+    groups = load_groups(inputs, year=year, gpu_start=gpu_start, gpu_interval=gpu_interval) if paths else []
     out: list[Analysis] = []
     for ev in groups:
         if gpu_name:

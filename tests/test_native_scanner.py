@@ -145,3 +145,65 @@ def test_without_a_c_compiler_big_logs_are_read_with_polars(tmp_path):
     assert a["inputs"][0]["lines"] == b["inputs"][0]["lines"]
     assert [f["id"] for f in a["findings"]] == [f["id"] for f in b["findings"]]
     assert not list((tmp_path / "cache").rglob("*.so"))
+
+
+def _wrapped_dump_log(tmp_path):
+    """SGLang's `ServerArgs(...)` wrapped over many keyword-less lines, which only `follow` reaches."""
+    out = []
+    for line in (ROOT / "fixtures" / "mixed" / "sglang.log").read_text(encoding="utf-8").splitlines(keepends=True):
+        if "ServerArgs(" in line:
+            body = line.rstrip("\n")
+            out += [body[i:i + 70] + "\n" for i in range(0, len(body), 70)]
+        else:
+            out.append(line)
+    p = tmp_path / "wrapped.log"
+    p.write_text("".join(out) * 3, encoding="utf-8")
+    return p
+
+
+def _small_edges(tmp_path):
+    long_line = b"INFO 11-20 09:04:00 [x.py:1] a long Error line " + b"y" * 5000 + b"\n"
+    p = tmp_path / "small-edges.log"
+    body = b"".join(EDGE_LINES + ONLY_NATIVE)
+    p.write_bytes(body * 3 + long_line + body + b"INFO 11-20 09:05:00 [x.py:1] last Error, no newline")
+    return p
+
+
+@pytest.mark.parametrize("range_bytes,read_bytes", [(1000, 300), (4099, 64), (7, 4096)])
+@pytest.mark.parametrize("make", [_small_edges, _wrapped_dump_log])
+def test_a_plain_file_cut_into_ranges_reads_as_one_file(tmp_path, monkeypatch, make, range_bytes, read_bytes):
+    """Big plain files are read by C itself, in byte ranges on every core, through a small buffer:
+    lines cut by a range's end or longer than the buffer, and a dump a parser follows across
+    ranges, must come out as the line-by-line path reads them."""
+    _native_or_skip()
+    from diagnose.sources import native
+    from diagnose.sources.native import stream
+    f = make(tmp_path)
+    ref = _summary(f, monkeypatch, 10**15, True)
+    monkeypatch.setattr(stream, "RANGE_BYTES", range_bytes)
+    monkeypatch.setattr(native, "READ_BYTES", read_bytes)
+    native._buffers.__dict__.pop("read", None)      # this thread's buffer, from an earlier test
+    fast = _summary(f, monkeypatch, 0, True)
+    assert f.stat().st_size > 3 * range_bytes       # several ranges, and lines longer than the buffer
+    for k in ref:
+        assert ref[k] == fast[k], k
+    assert fast["lines"] > 40
+
+
+def test_cpus_without_avx2_get_the_same_counts_and_prompt_keys(tmp_path):
+    """The scanner takes AVX2 and carry-less multiplication where the CPU has them; the portable
+    code must find the same lines and key prompts alike (DIAGNOSE_NO_AVX2 forces it)."""
+    _native_or_skip()
+    f = tmp_path / "prompts.log"
+    lines = [f"INFO 11-20 09:03:{i % 60:02d} [logger.py:40] Received request cmpl-{i}: prompt: "
+             f"'{'p' * (i % 300)}{i % 7}', params: SamplingParams(n=1)\n" for i in range(2000)]
+    f.write_text("".join(lines + [ACCESS.format(host="1.2.3.4:5", method="GET", path="/health", status=200)] * 50))
+    code = ("import json, sys; from diagnose.sources import bulk, load, resolve; bulk.FAST_MIN_BYTES = 0; "
+            "ev = load(resolve([sys.argv[1]])); "
+            "print(json.dumps([ev.inputs[0].lines, ev.counters, sorted(ev.prompt_prefixes.items())]))")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    runs = [_run(["-c", code, str(f)], {**env, **extra}) for extra in ({}, {"DIAGNOSE_NO_AVX2": "1"})]
+    outs = [json.loads(r.stdout) for r in runs]
+    assert outs[0] == outs[1]
+    # heads up to 256 bytes: distinct below that, one past it
+    assert outs[0][0] == 2050 and len(outs[0][2]) > 1500 and outs[0][1]["access_probe_lines"] == 50

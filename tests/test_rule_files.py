@@ -1,6 +1,7 @@
 """Rule files are the public API (ids) and the documentation (docs generated from them)."""
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -54,3 +55,36 @@ def test_rules_command_lists_and_documents_every_rule():
         assert heading in doc
     bad = run_cli("rules", "no-such-rule")
     assert bad.returncode == 2 and b"unknown rule id" in bad.stderr
+
+
+def test_an_edited_rule_file_takes_effect_on_the_next_run(tmp_path):
+    """Parsed rule files are cached between runs (in the user's cache directory, by a digest of
+    their text): a user who edits a rule sees the edit at once, and a cache that cannot be used
+    only costs time."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+    src = (ROOT / "rules" / "config" / "batched-tokens-small.toml").read_text(encoding="utf-8")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    rule = mine / "batched-tokens-small.toml"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1", XDG_CACHE_HOME=str(tmp_path / "cache"))
+    log = ROOT / "fixtures" / "seed003" / "realtime.log"
+
+    def fix_titles():
+        p = subprocess.run([sys.executable, "-m", "diagnose", "--format", "json", "--rules", str(mine), str(log)],
+                           capture_output=True, env=env, timeout=120)
+        assert p.returncode in (0, 1), p.stderr.decode()
+        return {f["id"]: f.get("fix_title") for f in json.loads(p.stdout)["findings"]}
+
+    rule.write_text(src.replace('condition = "', 'condition = "True or '), encoding="utf-8")
+    first = fix_titles()
+    assert first["batched-tokens-small"] == "Raise --max-num-batched-tokens to 8192"
+    assert (tmp_path / "cache" / "diagnose" / "rules-parsed-v1.json").exists()
+    rule.write_text(src.replace('condition = "', 'condition = "True or ')
+                    .replace('fix_title = "Raise', 'fix_title = "Now raise'), encoding="utf-8")
+    assert fix_titles()["batched-tokens-small"] == "Now raise --max-num-batched-tokens to 8192"
+    (tmp_path / "cache" / "diagnose" / "rules-parsed-v1.json").write_text("{not json")   # damaged: ignored
+    assert fix_titles() == {**first, "batched-tokens-small": "Now raise --max-num-batched-tokens to 8192"}

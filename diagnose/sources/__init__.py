@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import stat
 
 from .. import redact
 from ..evidence.model import Evidence, InputInfo
@@ -90,12 +91,77 @@ def _sniff_engine(inp: Input, year) -> str | None:
         return None
 
 
-def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False) -> InputInfo:
-    blocks = inp.blocks()
-    first = next(blocks, b"")
+def _sniff_head(first: bytes) -> bytes:
     # Sniffed without its unreadable lines, which every reader skips: one damaged line (a
     # `vllm:…` metric cut by a NUL at the top of an SGLang log) turned a whole log into a "scrape".
-    head = _blank_unreadable(first[:SNIFF_BYTES])[0] if first else b""
+    return _blank_unreadable(first[:SNIFF_BYTES])[0] if first else b""
+
+
+def _is_log(first: bytes) -> bool:
+    """Whether _load_one reads an input that starts with `first` as a log (not a scrape, GPU
+    samples or structured records)."""
+    head = _sniff_head(first)
+    return not (first and (sniff_prometheus(head) or sniff_gpu(head) or sniff(head)))
+
+
+def _big_logs(inputs: list[Input]) -> list[tuple[Input, str]]:
+    """The inputs the C scanner reads as plain files, with the path it reads each from: big
+    regular-file logs, stdin redirected from one (not read yet) included. None without the C
+    scanner."""
+    from . import bulk
+    out = []
+    for inp in inputs:
+        path = inp.path
+        if path == "-":
+            try:
+                if os.lseek(0, 0, os.SEEK_CUR) != 0:
+                    continue
+            except OSError:
+                continue
+            path = "/proc/self/fd/0"
+        try:
+            st = os.stat(path)
+            # Only a big regular file is opened here: a FIFO would lose what this read takes.
+            if not stat.S_ISREG(st.st_mode) or st.st_size < bulk.FAST_MIN_BYTES:
+                continue
+            with open(path, "rb") as fh:
+                first = fh.read(SNIFF_BYTES)
+        except OSError:
+            continue        # _load_one says what is wrong with it
+        if bulk.usable(path, first) and _is_log(first):
+            out.append((inp, path))
+    return out if out and bulk.native_lib() is not None else []
+
+
+def start_scans(inputs: list[Input]) -> int:
+    """Start the C scanner on the big plain-file logs among `inputs` now: it reads them on the other
+    cores while the caller sets up the rest (rules, imports); _load_one takes over what it started.
+    Returns how many were started."""
+    from . import bulk
+    started = 0
+    for inp, path in _big_logs(inputs):
+        from .native import stream
+        try:
+            inp.started = stream.Producer(bulk.native_lib(), path=path, display=inp.display)
+        except InputError:
+            continue
+        started += 1
+    return started
+
+
+def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False) -> InputInfo:
+    started, inp.started = getattr(inp, "started", None), None
+    try:
+        return _read_one(inp, ev, year, sniffing, started)
+    finally:
+        if started is not None:
+            started.close()     # done with; or started ahead for a file now read another way
+
+
+def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, started) -> InputInfo:
+    blocks = inp.blocks()
+    first = next(blocks, b"")
+    head = _sniff_head(first)
     prom_kind = sniff_prometheus(head) if first else None
     if prom_kind:
         data, bad = _blank_unreadable(first + b"".join(blocks))
@@ -128,8 +194,10 @@ def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False
     engine_lines: dict[str, int] = {}
     recognised = 0
 
-    def pending():
-        return any(p.wants_more() for p in parsers[1:])
+    wants = [p.wants_more for p in parsers[1:]]
+
+    def pending():      # asked once or twice per line: no generator
+        return wants[0]() or wants[1]()
 
     from . import bulk
     bar = _progress_bar(inp) if not sniffing else None
@@ -137,12 +205,12 @@ def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False
     behind = bulk.file_behind(inp)
     if behind and bulk.usable(behind, first) and not sniffing:
         lib = bulk.native_lib()
-        if lib is not None:     # the C scanner reads on from the blocks already open
+        blocks.close()          # C (or polars, in Rust) reads the file itself, from its start
+        if lib is not None:
             from .native import stream
-            lines_iter = stream.scan(stream.Producer(lib, _chain(first, blocks)), inp.display, ev, counts,
-                                     progress=advance, follow=pending)
+            prod = started or stream.Producer(lib, path=behind, display=inp.display)
+            lines_iter = stream.scan(prod, inp.display, ev, counts, progress=advance, follow=pending)
         else:
-            del blocks      # polars reads the file itself, in Rust
             lines_iter = bulk.scan_file(behind, inp.display, ev, counts, progress=advance, follow=pending)
     else:
         # gzip and stdin: big ones go through the bulk path block by block; that is only known

@@ -54,16 +54,18 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
     if msg.startswith("NCCL version"):
         ev.add_event("nccl_version", src, n, line.raw, when)
         return True
-    if OOM.search(msg):
+    # Each regex below runs only where its literal text is (every alternative of OOM holds
+    # "emory"): most lines that reach here hold none of them.
+    if "emory" in msg and OOM.search(msg):
         ev.add_event("oom", src, n, line.raw, when)
         m = CAPACITY.search(msg)
         if m:
             ev.set_fact("gpu_memory_gib", float(m.group("gib")), src, n, line.raw, override=False)
         return True
-    if NCCL_ERR.search(msg):
+    if ("NCCL" in msg or "DistBackendError" in msg or "Watchdog" in msg) and NCCL_ERR.search(msg):
         ev.add_event("nccl_error", src, n, line.raw, when)
         return True
-    if RAY_CLUSTER.search(msg):
+    if "Ray" in msg and RAY_CLUSTER.search(msg):
         ev.add_event("ray", src, n, line.raw, when)
         return True
     if "Not collecting DCP metrics" in msg or "metric not enabled" in msg:

@@ -74,7 +74,7 @@ def peel(source: str, lineno: int, text: str) -> Line:
         iso = m.group("iso")
         text = text[m.end():]
     proc = ip = None
-    while True:
+    while "pid=" in text:       # the regex alone walks a whole line that has no prefix
         m = PROC.match(text)
         if not m:
             break

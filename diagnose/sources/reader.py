@@ -25,6 +25,7 @@ class Input:
     compressed = False
     raw_pos = 0      # bytes of the file read so far, when it is compressed
     stdin_at = None  # `-`: where stdin stood before the first read, when it is seekable
+    started = None   # the C scanner's run over it, when started ahead (sources.start_scans)
 
     def blocks(self) -> Iterator[bytes]:
         if self.path == "-":

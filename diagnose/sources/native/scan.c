@@ -14,8 +14,19 @@
  * on every core while Python parses the few lines that matter. Built on first use (__init__.py).
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
+
+/* x86-64: faster paths for CPUs that have AVX2 and PCLMULQDQ, chosen at run time (the library may
+ * be built on one machine of a cluster and loaded on another). DIAGNOSE_NO_AVX2 set: never taken. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define X86_DISPATCH 1
+static int use_avx2, use_clmul;
+#endif
 
 #define NSTATUS 1000
 #define ROW_WIDTH 5         /* kind, line index in the block, start, end, status */
@@ -55,17 +66,17 @@ static void crc_init(void)
             crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
 }
 
-static uint64_t head_key(const uint8_t *s, int64_t n)
+/* adler32 as two independent sums the compiler vectorises: a = 1 + sum s[i],
+ * b = n + sum (n - i) s[i]; with n <= 256 neither comes near overflow before the modulo. */
+#define ADLER_SUMS(s, n, a, b) do { \
+    uint32_t sum_ = 0, weighted_ = 0; \
+    for (int64_t i_ = 0; i_ < (n); i_++) { sum_ += (s)[i_]; weighted_ += (uint32_t)i_ * (s)[i_]; } \
+    a = (1 + sum_) % 65521u; \
+    b = ((uint32_t)(n) + (uint32_t)(n) * sum_ - weighted_) % 65521u; \
+} while (0)
+
+static uint32_t crc_tail(uint32_t c, const uint8_t *s, int64_t n)
 {
-    /* adler32 as two independent sums the compiler vectorises: a = 1 + sum s[i],
-     * b = n + sum (n - i) s[i]; with n <= 256 neither comes near overflow before the modulo. */
-    uint32_t sum = 0, weighted = 0;
-    for (int64_t i = 0; i < n; i++) {
-        sum += s[i];
-        weighted += (uint32_t)i * s[i];
-    }
-    uint32_t a = (1 + sum) % 65521u, b = ((uint32_t)n + (uint32_t)n * sum - weighted) % 65521u;
-    uint32_t c = 0xFFFFFFFFu;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         uint32_t lo, hi;
@@ -77,9 +88,104 @@ static uint64_t head_key(const uint8_t *s, int64_t n)
             crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
     }
     for (; i < n; i++) c = crc_table[0][(c ^ s[i]) & 0xFF] ^ (c >> 8);
-    c ^= 0xFFFFFFFFu;
+    return c;
+}
+
+static uint64_t head_key(const uint8_t *s, int64_t n)
+{
+    uint32_t a, b;
+    ADLER_SUMS(s, n, a, b);
+    uint32_t c = crc_tail(0xFFFFFFFFu, s, n) ^ 0xFFFFFFFFu;
     return ((uint64_t)c << 32) | (b << 16 | a);
 }
+
+#ifdef X86_DISPATCH
+/* The same key where the CPU has AVX2 (wider sums) and PCLMULQDQ: CRC-32 folded 64 bytes a step
+ * by carry-less multiplication (Intel's "Fast CRC Computation for Generic Polynomials Using
+ * PCLMULQDQ", with the bit-reflected constants of zlib's polynomial, as zlib-ng and Chromium do). */
+__attribute__((target("avx2,pclmul,sse4.1")))
+static uint32_t crc_clmul(uint32_t crc, const uint8_t *buf, int64_t len)   /* len >= 64, a multiple of 16 */
+{
+    const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);
+    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);
+    const __m128i k5k0 = _mm_set_epi64x(0, 0x0163cd6124);
+    const __m128i poly = _mm_set_epi64x(0x01f7011641, 0x01db710641);
+    __m128i x0, x1, x2, x3, x4, x5, x6, x7, x8;
+    x1 = _mm_loadu_si128((const __m128i *)(buf + 0x00));
+    x2 = _mm_loadu_si128((const __m128i *)(buf + 0x10));
+    x3 = _mm_loadu_si128((const __m128i *)(buf + 0x20));
+    x4 = _mm_loadu_si128((const __m128i *)(buf + 0x30));
+    x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)crc));
+    x0 = k1k2;
+    buf += 64;
+    len -= 64;
+    while (len >= 64) {
+        x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+        x6 = _mm_clmulepi64_si128(x2, x0, 0x00);
+        x7 = _mm_clmulepi64_si128(x3, x0, 0x00);
+        x8 = _mm_clmulepi64_si128(x4, x0, 0x00);
+        x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+        x2 = _mm_clmulepi64_si128(x2, x0, 0x11);
+        x3 = _mm_clmulepi64_si128(x3, x0, 0x11);
+        x4 = _mm_clmulepi64_si128(x4, x0, 0x11);
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, x5), _mm_loadu_si128((const __m128i *)(buf + 0x00)));
+        x2 = _mm_xor_si128(_mm_xor_si128(x2, x6), _mm_loadu_si128((const __m128i *)(buf + 0x10)));
+        x3 = _mm_xor_si128(_mm_xor_si128(x3, x7), _mm_loadu_si128((const __m128i *)(buf + 0x20)));
+        x4 = _mm_xor_si128(_mm_xor_si128(x4, x8), _mm_loadu_si128((const __m128i *)(buf + 0x30)));
+        buf += 64;
+        len -= 64;
+    }
+    /* four lanes into one */
+    x0 = k3k4;
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x3), x5);
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x4), x5);
+    while (len >= 16) {
+        x2 = _mm_loadu_si128((const __m128i *)buf);
+        x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+        x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
+        buf += 16;
+        len -= 16;
+    }
+    /* 128 bits to 64, then Barrett reduction to 32 */
+    x2 = _mm_clmulepi64_si128(x1, x0, 0x10);
+    x3 = _mm_setr_epi32(~0, 0, ~0, 0);
+    x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), x2);
+    x0 = k5k0;
+    x2 = _mm_srli_si128(x1, 4);
+    x1 = _mm_and_si128(x1, x3);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_xor_si128(x1, x2);
+    x0 = poly;
+    x2 = _mm_and_si128(x1, x3);
+    x2 = _mm_clmulepi64_si128(x2, x0, 0x10);
+    x2 = _mm_and_si128(x2, x3);
+    x2 = _mm_clmulepi64_si128(x2, x0, 0x00);
+    x1 = _mm_xor_si128(x1, x2);
+    return (uint32_t)_mm_extract_epi32(x1, 1);
+}
+
+__attribute__((target("avx2,pclmul,sse4.1")))
+static uint64_t head_key_clmul(const uint8_t *s, int64_t n)
+{
+    uint32_t a, b, c = 0xFFFFFFFFu;
+    ADLER_SUMS(s, n, a, b);
+    int64_t m = n >= 64 ? n & ~(int64_t)15 : 0;
+    if (m) c = crc_clmul(c, s, m);
+    c = crc_tail(c, s + m, n - m) ^ 0xFFFFFFFFu;
+    return ((uint64_t)c << 32) | (b << 16 | a);
+}
+#define HEAD_KEY(s, n) (use_clmul ? head_key_clmul(s, n) : head_key(s, n))
+#else
+#define HEAD_KEY(s, n) head_key(s, n)
+#endif
 
 /* `blob`: words separated by NUL bytes. Returns 0, or -1 when a list does not fit. */
 int dg_setup(const uint8_t *keywords, int64_t kn, const uint8_t *probes, int64_t pn)
@@ -87,6 +193,12 @@ int dg_setup(const uint8_t *keywords, int64_t kn, const uint8_t *probes, int64_t
     int64_t used = 0;
     if (kn + pn > WORD_BYTES) return -1;
     crc_init();
+#ifdef X86_DISPATCH
+    __builtin_cpu_init();
+    use_avx2 = __builtin_cpu_supports("avx2") && !getenv("DIAGNOSE_NO_AVX2");
+    use_clmul = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("pclmul") &&
+                __builtin_cpu_supports("sse4.1") && !getenv("DIAGNOSE_NO_AVX2");
+#endif
     memcpy(word_store, keywords, kn);
     memcpy(word_store + kn, probes, pn);
     for (int i = 0; i < 65536; i++) pair_head[i] = -1;
@@ -191,6 +303,38 @@ static const uint8_t *line_end(const uint8_t *s, const uint8_t *end, int *ok)
     *ok = readable(s, e - s);
     return e;
 }
+#endif
+
+/* The same, 32 bytes a step (AVX2). */
+#ifdef X86_DISPATCH
+__attribute__((target("avx2")))
+static const uint8_t *line_end_avx2(const uint8_t *s, const uint8_t *end, int *ok)
+{
+    const __m256i nl = _mm256_set1_epi8('\n'), zero = _mm256_setzero_si256();
+    const uint8_t *p = s;
+    int odd = 0;
+    while (end - p >= 32) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)p);
+        unsigned m_nl = (unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, nl));
+        unsigned m_odd = (unsigned)(_mm256_movemask_epi8(x) | _mm256_movemask_epi8(_mm256_cmpeq_epi8(x, zero)));
+        if (m_nl) {
+            odd |= (m_odd & ((m_nl & -m_nl) - 1)) != 0;
+            *ok = !odd || readable(s, p + __builtin_ctz(m_nl) - s);
+            return p + __builtin_ctz(m_nl);
+        }
+        odd |= m_odd != 0;
+        p += 32;
+    }
+    while (p < end && *p != '\n') {
+        odd |= *p == 0 || *p >= 0x80;
+        p++;
+    }
+    *ok = !odd || readable(s, p - s);
+    return p;
+}
+#define LINE_END(s, end, ok) (use_avx2 ? line_end_avx2(s, end, ok) : line_end(s, end, ok))
+#else
+#define LINE_END(s, end, ok) line_end(s, end, ok)
 #endif
 
 static int starts(const uint8_t *s, const uint8_t *e, const char *lit, int n)
@@ -349,7 +493,7 @@ int64_t dg_scan(const uint8_t *buf, int64_t n, int64_t pos, dg_totals *t, int64_
         if (*n_rows + 2 > rows_cap || *n_heads >= heads_cap) break;
         const uint8_t *s = buf + pos;
         int ok;
-        const uint8_t *e = line_end(s, end, &ok);
+        const uint8_t *e = LINE_END(s, end, &ok);
         int64_t line = t->lines++;
         int64_t start = s - buf, stop = e - buf;
         pos = stop + 1;
@@ -364,7 +508,7 @@ int64_t dg_scan(const uint8_t *buf, int64_t n, int64_t pos, dg_totals *t, int64_
                 int64_t a, b;
                 t->rcv++;
                 if (prompt_head(s, e, &a, &b)) {
-                    uint64_t k = head_key(s + a, b - a);
+                    uint64_t k = HEAD_KEY(s + a, b - a);
                     uint32_t h = (uint32_t)(k ^ (k >> 29)) & (HEAD_SLOTS - 1);
                     while (slots[h] >= 0 && keys[slots[h]] != k) h = (h + 1) & (HEAD_SLOTS - 1);
                     if (slots[h] < 0) {
@@ -412,6 +556,67 @@ int64_t dg_scan(const uint8_t *buf, int64_t n, int64_t pos, dg_totals *t, int64_
             r[0] = ROW_KEYWORD; r[1] = line; r[2] = start; r[3] = stop; r[4] = 0;
             (*n_rows)++;
         }
+    }
+    return pos;
+}
+
+/* ---- reading a plain file itself: no Python (and no GIL) between the page cache and the scan ----
+ * A big file is cut into byte ranges scanned on every core; a range holds the lines that start in
+ * it, so each line is scanned once whatever the cut. */
+
+/* The first line start at or after `off` (`end` when none): a range's first line. */
+int64_t dg_line_start(int fd, int64_t off, uint8_t *buf, int64_t cap, int64_t end, int *err)
+{
+    if (off <= 0) return 0;
+    for (int64_t p = off - 1; p < end; ) {
+        ssize_t k = pread(fd, buf, end - p < cap ? end - p : cap, p);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            *err = errno;
+            return -1;
+        }
+        if (k == 0) break;
+        const uint8_t *q = memchr(buf, '\n', k);
+        if (q) return p + (q - buf) + 1;
+        p += k;
+    }
+    return end;
+}
+
+/* Scan the lines of the file that start in [pos, to), reading through buf (cap bytes), as
+ * dg_scan does a block. Row offsets are file offsets; line indexes count from the range's first
+ * line (t->lines). Returns where to go on: >= to (or `end`) when the range is done, earlier when
+ * rows or heads are full; -1 on a read error (errno in *err); -2 when the line at `pos` does not
+ * fit in buf (call again with a bigger one). `end`: the file's size when the run began. */
+int64_t dg_scan_fd(int fd, int64_t pos, int64_t to, int64_t end, uint8_t *buf, int64_t cap, int *err,
+                   dg_totals *t, int64_t keep, int64_t *rows, int64_t rows_cap, int64_t *n_rows,
+                   uint64_t *keys, int64_t *counts, int64_t heads_cap, int64_t *n_heads, int32_t *slots)
+{
+    int64_t from = pos;
+    while (pos < to && pos < end) {
+        ssize_t k = pread(fd, buf, end - pos < cap ? end - pos : cap, pos);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            *err = errno;
+            return -1;
+        }
+        if (k == 0) return end;     /* the file shrank since: what was cut off is gone */
+        /* Whole lines: up to the end of the line that holds to - 1 when it is here, else up to
+         * the last newline; the file's last line may have none. */
+        int64_t lim = to - pos, n;
+        const uint8_t *q = lim <= k ? memchr(buf + lim - 1, '\n', k - lim + 1) : NULL;
+        if (q) n = q - buf + 1;
+        else if (pos + k >= end) n = k;
+        else if ((q = memrchr(buf, '\n', k)) != NULL) n = q - buf + 1;
+        else return pos > from ? pos : -2;     /* what came before it first */
+        int64_t first = *n_rows;
+        int64_t r = dg_scan(buf, n, 0, t, keep, rows, rows_cap, n_rows, keys, counts, heads_cap, n_heads, slots);
+        for (int64_t i = first; i < *n_rows; i++) {
+            rows[i * ROW_WIDTH + 2] += pos;
+            rows[i * ROW_WIDTH + 3] += pos;
+        }
+        if (r < n) return pos + r;  /* rows or heads full */
+        pos += n;
     }
     return pos;
 }

@@ -1,8 +1,8 @@
 """Reading a log through the C scanner.
 
-`Producer`: a thread reads blocks (file reads and gzip release the GIL), worker threads scan them
-in C (ctypes releases the GIL), and the segments queue up, in order and bounded, for the parsers'
-thread. `scan`: turns segments into evidence, as bulk.Tally does for polars' batches, and yields
+`Producer`: worker threads scan in C (ctypes releases the GIL) either byte ranges of a plain file,
+which C reads itself, or blocks a thread reads (gzip and pipes: zlib and reads release the GIL);
+the segments queue up, in order and bounded, for the parsers' thread. `scan`: turns segments into evidence, as bulk.Tally does for polars' batches, and yields
 the lines the parsers must see.
 """
 from __future__ import annotations
@@ -12,43 +12,70 @@ import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
-from . import ROW_HTTP, ROW_KEYWORD, ROW_PROBE, ROW_RECEIVED, Heads, load
+from . import ROW_HTTP, ROW_KEYWORD, ROW_PROBE, ROW_RECEIVED, Heads, load, scan_range
 from . import scan as scan_segment
 
 WORKERS = max(1, min(4, os.cpu_count() or 1))
 AHEAD_BYTES = 32 << 20      # scanned blocks that may wait for the parsers
 
 
-class Producer:
-    """Segments of `blocks`, scanned in order on worker threads."""
+RANGE_BYTES = 32 << 20      # a plain file is scanned in ranges of this size, in order
 
-    def __init__(self, lib, blocks):
+
+class Producer:
+    """Segments of `blocks` (or, with `path`, of that plain file, read by C itself), scanned in
+    order on worker threads."""
+
+    def __init__(self, lib, blocks=None, path: str | None = None, display: str | None = None):
         self.lib, self.blocks = lib, blocks
         self.cv = threading.Condition()
         self.q: deque = deque()
         self.held = 0
         self.done = self.closed = False
         self.error: BaseException | None = None
+        self.path, self.display = path, display or path
+        self.text_fd = None
+        if path is not None:
+            # The parsers' thread reads evidence text through a descriptor of its own; the workers'
+            # one is closed by the thread that runs them, once they are all done.
+            self.text_fd = _open(path, self.display)
         threading.Thread(target=self._run, daemon=True, name="diagnose-read").start()
+
+    def _tasks(self, keep: int):
+        """(function, args) per segment, in line order."""
+        if self.path is None:
+            for buf, start, end in _segments(self.blocks):
+                yield scan_segment, (self.lib, buf, start, end, keep)
+            return
+        fd = self.work_fd = _open(self.path, self.display)
+        size = os.fstat(fd).st_size
+        for a in range(0, size, RANGE_BYTES):
+            yield _scan_range, (self.lib, fd, a, min(a + RANGE_BYTES, size), size, keep, self.text_fd, self.display)
 
     def _run(self) -> None:
         from ...evidence.model import EVENT_KEEP
         ahead: deque = deque()
+        self.work_fd = None
         try:
             with ThreadPoolExecutor(WORKERS, thread_name_prefix="diagnose-scan") as pool:
-                for buf, start, end in _segments(self.blocks):
-                    ahead.append(pool.submit(scan_segment, self.lib, buf, start, end, EVENT_KEEP))
-                    while len(ahead) > WORKERS:
+                try:
+                    for fn, args in self._tasks(EVENT_KEEP):
+                        ahead.append(pool.submit(fn, *args))
+                        while len(ahead) > WORKERS:
+                            if not self._put(ahead.popleft().result()):
+                                return
+                    while ahead:
                         if not self._put(ahead.popleft().result()):
                             return
-                while ahead:
-                    if not self._put(ahead.popleft().result()):
-                        return
+                finally:
+                    for f in ahead:
+                        f.cancel()
         except BaseException as e:      # InputError (read failure, damaged gzip) and the like
             self.error = e
         finally:
-            for f in ahead:
-                f.cancel()
+            # The pool has waited for its workers here: nothing reads the descriptor any more.
+            if self.work_fd is not None:
+                os.close(self.work_fd)
             with self.cv:
                 self.done = True
                 self.cv.notify_all()
@@ -60,7 +87,7 @@ class Producer:
             if self.closed:
                 return False
             self.q.append(seg)
-            self.held += len(seg.buf)
+            self.held += seg.weight()
             self.cv.notify_all()
         return True
 
@@ -71,7 +98,7 @@ class Producer:
                     self.cv.wait()
                 if self.q:
                     seg = self.q.popleft()
-                    self.held -= len(seg.buf)
+                    self.held -= seg.weight()
                     self.cv.notify_all()
                 elif self.error is not None:
                     raise self.error
@@ -83,6 +110,25 @@ class Producer:
         with self.cv:
             self.closed = True
             self.cv.notify_all()
+        if self.text_fd is not None:
+            os.close(self.text_fd)
+            self.text_fd = None
+
+
+def _open(path: str, display: str) -> int:
+    from ..reader import InputError
+    try:
+        return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise InputError(f"{display}: cannot open ({e.strerror})") from None
+
+
+def _scan_range(lib, fd, a, b, size, keep, text_fd, display):
+    from ..reader import InputError
+    try:
+        return scan_range(lib, fd, a, b, size, keep, text_fd)
+    except OSError as e:
+        raise InputError(f"{display}: read failed ({e.strerror or e})") from None
 
 
 def _segments(blocks):
@@ -147,14 +193,14 @@ class _Tally:
             for code, n in seg.status:
                 ev.count(f"status_{code:03d}", n)
                 if code // 100 == 5 or code == 429:
-                    self._examples(f"http_{code:03d}", [r for r in seg.rows if r[0] == ROW_HTTP and r[4] == code], n)
+                    self._examples(seg, f"http_{code:03d}", [r for r in seg.rows if r[0] == ROW_HTTP and r[4] == code], n)
             if seg.probe:
                 ev.count("access_probe_lines", seg.probe)
-                self._examples("access_probe", [r for r in seg.rows if r[0] == ROW_PROBE], seg.probe)
+                self._examples(seg, "access_probe", [r for r in seg.rows if r[0] == ROW_PROBE], seg.probe)
         if seg.req:
             ev.count("request_lines", seg.req)
         if seg.rcv:
-            self._examples("request", [r for r in seg.rows if r[0] == ROW_RECEIVED], seg.rcv)
+            self._examples(seg, "request", [r for r in seg.rows if r[0] == ROW_RECEIVED], seg.rcv)
             if seg.heads:
                 if self.heads is None:
                     self.heads = Heads(load(), bulk.MAX_PREFIXES, ev.prompt_prefixes)
@@ -163,11 +209,11 @@ class _Tally:
         yield from self._lines_for_parsers(seg, [r for r in seg.rows if r[0] == ROW_KEYWORD])
         self.base = base + seg.lines
 
-    def _examples(self, kind: str, rows, total: int) -> None:
+    def _examples(self, seg, kind: str, rows, total: int) -> None:
         from ..bulk import note_examples
         base = self.base
         note_examples(self.ev, kind, self.display,
-                      ((base + r[1] + 1, r[2].decode("utf-8", "replace")) for r in rows), total)
+                      ((base + r[1] + 1, seg.text(r[2], r[3]).decode("utf-8", "replace")) for r in rows), total)
 
     def _lines_for_parsers(self, seg, kw):
         """The keyword lines; and while a parser is in the middle of a dump a paste wrapped over
@@ -181,7 +227,7 @@ class _Tally:
             if follow is not None and at is not None and follow():
                 if at >= seg.end:
                     break               # the dump goes on in the next segment
-                raw = self._line_at(seg, at)
+                raw = seg.line_at(at)
                 at += len(raw) + 1
                 last += 1
                 self.last = last
@@ -200,14 +246,8 @@ class _Tally:
                 continue
             last, at = n, row[3] + 1
             self.last = last
-            yield n, row[2].decode("utf-8", "replace")
+            yield n, seg.text(row[2], row[3]).decode("utf-8", "replace")
         self.last = last
-
-    @staticmethod
-    def _line_at(seg, at: int) -> bytes:
-        """The line that starts at `at`, without its newline."""
-        end = seg.buf.find(b"\n", at, seg.end)
-        return seg.buf[at: end if end >= 0 else seg.end]
 
     def finish(self) -> None:
         self.counts.bulk_recognised = getattr(self.counts, "bulk_recognised", 0) + self.recognised
