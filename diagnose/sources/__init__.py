@@ -118,14 +118,13 @@ def _big_logs(inputs: list[Input]) -> list[tuple[Input, str]]:
                     continue
             except OSError:
                 continue
-            path = "/proc/self/fd/0"
+            path = bulk.STDIN_PATH
         try:
             st = os.stat(path)
             # Only a big regular file is opened here: a FIFO would lose what this read takes.
             if not stat.S_ISREG(st.st_mode) or st.st_size < bulk.FAST_MIN_BYTES:
                 continue
-            with open(path, "rb") as fh:
-                first = fh.read(SNIFF_BYTES)
+            first = bulk.read_head(path, SNIFF_BYTES)
         except OSError:
             continue        # _load_one says what is wrong with it
         if bulk.usable(path, first) and _is_log(first):

@@ -62,9 +62,21 @@ def file_behind(inp) -> str | None:
     a file the shell left part-read, keeps the block path)."""
     if inp.path != "-":
         return inp.path
-    if getattr(inp, "stdin_at", None) == 0 and os.path.exists("/proc/self/fd/0"):
-        return "/proc/self/fd/0"
+    if getattr(inp, "stdin_at", None) == 0 and os.path.exists(STDIN_PATH):
+        return STDIN_PATH
     return None
+
+
+STDIN_PATH = "/proc/self/fd/0"
+
+
+def read_head(path: str, n: int) -> bytes:
+    """The first n bytes of a plain file; stdin's through its own descriptor (opening it again by
+    name would check permissions the shell's redirect already passed). Raises OSError."""
+    if path == STDIN_PATH:
+        return os.pread(0, n, 0)
+    with open(path, "rb") as fh:
+        return fh.read(n)
 
 
 def usable(path: str, head: bytes) -> bool:
@@ -75,8 +87,7 @@ def usable(path: str, head: bytes) -> bool:
         # Only a regular file is opened a second time (a FIFO would lose what this read takes).
         if not stat.S_ISREG(st.st_mode) or st.st_size < FAST_MIN_BYTES:
             return False
-        with open(path, "rb") as fh:
-            magic = fh.read(2)
+        magic = read_head(path, 2)
     except OSError:
         return False
     return magic != b"\x1f\x8b" and text_like(head)

@@ -12,6 +12,7 @@ import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
+from ..bulk import STDIN_PATH
 from . import ROW_HTTP, ROW_KEYWORD, ROW_PROBE, ROW_RECEIVED, Heads, load, scan_range
 from . import scan as scan_segment
 
@@ -118,6 +119,11 @@ class Producer:
 def _open(path: str, display: str) -> int:
     from ..reader import InputError
     try:
+        if path == STDIN_PATH:      # bulk.file_behind's name for stdin
+            # stdin itself, not the file opened again by name: that would check permissions the
+            # shell's redirect already passed (`sudo -u svc diagnose - < file`). pread ignores
+            # the shared offset.
+            return os.dup(0)
         return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         raise InputError(f"{display}: cannot open ({e.strerror})") from None
