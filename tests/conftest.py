@@ -50,3 +50,19 @@ def bulk_engine(request, monkeypatch):
 def engine_env(engine: str) -> dict:
     """The environment that makes a `diagnose` subprocess use `engine` for big inputs."""
     return {"DIAGNOSE_NATIVE": "1" if engine == "native" else "0"}
+
+
+def wrapped_dump_log(tmp_path: Path) -> tuple[Path, list[str]]:
+    """SGLang's `ServerArgs(...)` as a paste wraps it: cut into 70-character lines, most holding no
+    keyword, which only a parser's `follow` reaches. Returns the file (three copies) and one copy's
+    lines."""
+    out: list[str] = []
+    for line in (ROOT / "fixtures" / "mixed" / "sglang.log").read_text(encoding="utf-8").splitlines(keepends=True):
+        if "ServerArgs(" in line:
+            body = line.rstrip("\n")
+            out += [body[i:i + 70] + "\n" for i in range(0, len(body), 70)]
+        else:
+            out.append(line)
+    p = tmp_path / "wrapped.log"
+    p.write_text("".join(out) * 3, encoding="utf-8")
+    return p, out

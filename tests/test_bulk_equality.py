@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, engine_env
+from conftest import ROOT, engine_env, wrapped_dump_log
 
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -174,16 +174,7 @@ def test_prompt_heads_are_cut_the_same_way(tmp_path, monkeypatch, prefix, rid, b
 def test_a_wrapped_dump_is_followed_on_the_bulk_path_too(tmp_path, monkeypatch, bulk_engine):
     """A paste that wrapped SGLang's `ServerArgs(...)` over many lines: the continuation lines hold
     no keyword, and both paths must still hand them to the parser that asked for them."""
-    src = (ROOT / "fixtures" / "mixed" / "sglang.log").read_text(encoding="utf-8").splitlines(keepends=True)
-    out = []
-    for line in src:
-        if "ServerArgs(" in line:
-            body = line.rstrip("\n")
-            out += [body[i:i + 70] + "\n" for i in range(0, len(body), 70)]
-        else:
-            out.append(line)
-    f = tmp_path / "wrapped.log"
-    f.write_text("".join(out) * 3, encoding="utf-8")
+    f, out = wrapped_dump_log(tmp_path)
     ref, fast = _load(f, monkeypatch, 10**15), _load(f, monkeypatch, 0)
     from diagnose.sources.scanner import GREP_KEYWORDS
     assert sum(1 for line in out if not any(k in line for k in GREP_KEYWORDS)) > 5   # lines only `follow` reaches

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, wrapped_dump_log
 
 ACCESS = '(APIServer pid=7) INFO:     {host} - "{method} {path} HTTP/1.1" {status} OK\n'
 REQ = ("(APIServer pid=7) INFO 11-20 09:03:{s:02d} [logger.py:40] {verb} request cmpl-{i}: "
@@ -148,17 +148,7 @@ def test_without_a_c_compiler_big_logs_are_read_with_polars(tmp_path):
 
 
 def _wrapped_dump_log(tmp_path):
-    """SGLang's `ServerArgs(...)` wrapped over many keyword-less lines, which only `follow` reaches."""
-    out = []
-    for line in (ROOT / "fixtures" / "mixed" / "sglang.log").read_text(encoding="utf-8").splitlines(keepends=True):
-        if "ServerArgs(" in line:
-            body = line.rstrip("\n")
-            out += [body[i:i + 70] + "\n" for i in range(0, len(body), 70)]
-        else:
-            out.append(line)
-    p = tmp_path / "wrapped.log"
-    p.write_text("".join(out) * 3, encoding="utf-8")
-    return p
+    return wrapped_dump_log(tmp_path)[0]
 
 
 def _small_edges(tmp_path):
