@@ -193,6 +193,8 @@ def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, starte
     engine_lines: dict[str, int] = {}
     recognised = 0
 
+    # The parser of the line's header format first, then the others.
+    orders = {fmt: [parsers[i]] + [p for j, p in enumerate(parsers) if j != i] for fmt, i in FIRST_BY_FMT.items()}
     wants = [p.wants_more for p in parsers[1:]]
 
     def pending():      # asked once or twice per line: no generator
@@ -244,9 +246,7 @@ def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, starte
             if feed_common(line, ev, when):
                 recognised += 1
                 continue
-            first_idx = FIRST_BY_FMT.get(line.fmt)
-            order = parsers if first_idx is None else [parsers[first_idx]] + [p for i, p in enumerate(parsers) if i != first_idx]
-            for p in order:
+            for p in orders.get(line.fmt, parsers):
                 if p.feed(line, ev, when):
                     recognised += 1
                     engine_lines[p.engine] = engine_lines.get(p.engine, 0) + 1

@@ -162,7 +162,7 @@ class Clock:
             return None
         mon, day, hms = line.stamp
         try:
-            h, mi, s = (int(x) for x in hms.split(":"))
+            h, mi, s = map(int, hms.split(":"))
             if self._last is not None and (mon, day) < self._last and self._last[0] - mon >= 6:
                 self.year += 1   # December → January: a new year began
             elif self._last_dt is not None and mon - self._last[0] >= 6:
