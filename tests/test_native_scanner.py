@@ -197,3 +197,23 @@ def test_cpus_without_avx2_get_the_same_counts_and_prompt_keys(tmp_path):
     assert outs[0] == outs[1]
     # heads up to 256 bytes: distinct below that, one past it
     assert outs[0][0] == 2050 and len(outs[0][2]) > 1500 and outs[0][1]["access_probe_lines"] == 50
+
+
+def test_several_big_logs_are_each_read_whole(tmp_path):
+    """The first big log is started ahead of the set-up; the others when their turn comes: every
+    one must be read whole, from a directory as from a list."""
+    _native_or_skip()
+    d = tmp_path / "logs"
+    d.mkdir()
+    for i in range(3):
+        (d / f"replica-{i}.log").write_bytes(_small_edges(tmp_path).read_bytes() * (i + 1))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1")
+    outs = []
+    for bulk_min in ("0", str(10**15)):
+        p = _run(["-m", "diagnose", "--format", "json", str(d)], dict(env, DIAGNOSE_BULK_MIN_BYTES=bulk_min))
+        assert p.returncode in (0, 1), p.stderr.decode()
+        outs.append(sorted((i["path"], i["lines"], i["unreadable_lines"]) for a in [json.loads(p.stdout)]
+                           for i in a["inputs"]))
+    assert outs[0] == outs[1]
+    # the files end without a newline: each holds as many lines as newlines plus one
+    assert [n for _, n, _ in outs[0]] == [f.read_bytes().count(b"\n") + 1 for f in sorted(d.iterdir())]

@@ -104,12 +104,10 @@ def _is_log(first: bytes) -> bool:
     return not (first and (sniff_prometheus(head) or sniff_gpu(head) or sniff(head)))
 
 
-def _big_logs(inputs: list[Input]) -> list[tuple[Input, str]]:
-    """The inputs the C scanner reads as plain files, with the path it reads each from: big
-    regular-file logs, stdin redirected from one (not read yet) included. None without the C
-    scanner."""
+def _big_logs(inputs: list[Input]):
+    """The inputs the C scanner would read as plain files, with the path it reads each from, in
+    order: big regular-file logs, stdin redirected from one (not read yet) included."""
     from . import bulk
-    out = []
     for inp in inputs:
         path = inp.path
         if path == "-":
@@ -128,24 +126,26 @@ def _big_logs(inputs: list[Input]) -> list[tuple[Input, str]]:
         except OSError:
             continue        # _load_one says what is wrong with it
         if bulk.usable(path, first) and _is_log(first):
-            out.append((inp, path))
-    return out if out and bulk.native_lib() is not None else []
+            yield inp, path
 
 
 def start_scans(inputs: list[Input]) -> int:
-    """Start the C scanner on the big plain-file logs among `inputs` now: it reads them on the other
-    cores while the caller sets up the rest (rules, imports); _load_one takes over what it started.
-    Returns how many were started."""
+    """Start the C scanner on the first big plain-file log among `inputs` now: it reads it on the
+    other cores while the caller sets up the rest (the rules); _load_one takes over what it started.
+    One only: it covers the set-up, and each scan holds a thread and a read buffer per core (a
+    directory of a hundred big logs started at once would hold them all). Returns how many started."""
     from . import bulk
-    started = 0
     for inp, path in _big_logs(inputs):
+        lib = bulk.native_lib()
+        if lib is None:
+            return 0
         from .native import stream
         try:
-            inp.started = stream.Producer(bulk.native_lib(), path=path, display=inp.display)
+            inp.started = stream.Producer(lib, path=path, display=inp.display)
         except InputError:
             continue
-        started += 1
-    return started
+        return 1
+    return 0
 
 
 def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False) -> InputInfo:
