@@ -271,20 +271,24 @@ static int readable(const uint8_t *s, int64_t n)
  * pass finds the newline and notes any NUL or non-ASCII byte; only such lines get the full check. */
 #ifdef __SSE2__
 #include <emmintrin.h>
-static const uint8_t *line_end(const uint8_t *s, const uint8_t *end, int *ok)
+/* A vector step found the newline: bit `m_nl` of the step at p; m_odd marks NUL and non-ASCII. */
+static inline const uint8_t *line_hit(const uint8_t *s, const uint8_t *p, unsigned m_nl, unsigned m_odd,
+                                      int odd, int *ok)
+{
+    odd |= (m_odd & ((m_nl & -m_nl) - 1)) != 0;
+    *ok = !odd || readable(s, p + __builtin_ctz(m_nl) - s);
+    return p + __builtin_ctz(m_nl);
+}
+
+/* From p on (s: the line's start; odd: whether s..p held such a byte), 16 bytes a step. */
+static const uint8_t *line_end_from(const uint8_t *s, const uint8_t *p, const uint8_t *end, int odd, int *ok)
 {
     const __m128i nl = _mm_set1_epi8('\n'), zero = _mm_setzero_si128();
-    const uint8_t *p = s;
-    int odd = 0;
     while (end - p >= 16) {
         __m128i x = _mm_loadu_si128((const __m128i *)p);
         unsigned m_nl = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, nl));
         unsigned m_odd = (unsigned)(_mm_movemask_epi8(x) | _mm_movemask_epi8(_mm_cmpeq_epi8(x, zero)));
-        if (m_nl) {
-            odd |= (m_odd & ((m_nl & -m_nl) - 1)) != 0;
-            *ok = !odd || readable(s, p + __builtin_ctz(m_nl) - s);
-            return p + __builtin_ctz(m_nl);
-        }
+        if (m_nl) return line_hit(s, p, m_nl, m_odd, odd, ok);
         odd |= m_odd != 0;
         p += 16;
     }
@@ -294,6 +298,11 @@ static const uint8_t *line_end(const uint8_t *s, const uint8_t *end, int *ok)
     }
     *ok = !odd || readable(s, p - s);
     return p;
+}
+
+static const uint8_t *line_end(const uint8_t *s, const uint8_t *end, int *ok)
+{
+    return line_end_from(s, s, end, 0, ok);
 }
 #else
 static const uint8_t *line_end(const uint8_t *s, const uint8_t *end, int *ok)
@@ -305,7 +314,7 @@ static const uint8_t *line_end(const uint8_t *s, const uint8_t *end, int *ok)
 }
 #endif
 
-/* The same, 32 bytes a step (AVX2). */
+/* The same, 32 bytes a step (AVX2); the last few bytes go the 16-byte way. */
 #ifdef X86_DISPATCH
 __attribute__((target("avx2")))
 static const uint8_t *line_end_avx2(const uint8_t *s, const uint8_t *end, int *ok)
@@ -317,20 +326,11 @@ static const uint8_t *line_end_avx2(const uint8_t *s, const uint8_t *end, int *o
         __m256i x = _mm256_loadu_si256((const __m256i *)p);
         unsigned m_nl = (unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, nl));
         unsigned m_odd = (unsigned)(_mm256_movemask_epi8(x) | _mm256_movemask_epi8(_mm256_cmpeq_epi8(x, zero)));
-        if (m_nl) {
-            odd |= (m_odd & ((m_nl & -m_nl) - 1)) != 0;
-            *ok = !odd || readable(s, p + __builtin_ctz(m_nl) - s);
-            return p + __builtin_ctz(m_nl);
-        }
+        if (m_nl) return line_hit(s, p, m_nl, m_odd, odd, ok);
         odd |= m_odd != 0;
         p += 32;
     }
-    while (p < end && *p != '\n') {
-        odd |= *p == 0 || *p >= 0x80;
-        p++;
-    }
-    *ok = !odd || readable(s, p - s);
-    return p;
+    return line_end_from(s, p, end, odd, ok);
 }
 #define LINE_END(s, end, ok) (use_avx2 ? line_end_avx2(s, end, ok) : line_end(s, end, ok))
 #else
