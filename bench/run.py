@@ -18,7 +18,7 @@ the page cache, then times in the same run:
       with --stdin: `grep -cE ... < FILE` against `diagnose - < FILE` (stdin is the file), and
       `cat FILE | grep -cE ...` against `cat FILE | diagnose -` (a pipe, as from kubectl logs);
   (e) a ~10 KB log end to end, interpreter start included, and the bundled seed-003 log
-      (64 KB with engine stats lines, which a real small log has: they load polars);
+      (64 KB with engine stats lines, which a real small log has: signals, rules, report);
   (f) with --cold: each case again with the input dropped from the page cache before every
       run of either tool (posix_fadvise DONTNEED), as a log downloaded earlier or written by
       another machine is read from disk.
@@ -346,7 +346,7 @@ def where_time_goes(rows: list[dict]) -> tuple[list[str], dict]:
     """Split diagnose's time into what every run pays and what the bytes cost.
 
     The seed-003 log end to end is the fixed cost of a run with engine stats (interpreter,
-    imports including polars, rules, signals, report): its size adds next to nothing. What a big
+    imports, rules, signals, report): its size adds next to nothing. What a big
     log adds beyond it is the scanning, to set against grep's time for the same bytes."""
     fixed = next((r["diagnose"]["seconds"] for r in rows
                   if r["case"].startswith("seed003") and "error" not in (r.get("diagnose") or {})), None)
@@ -502,7 +502,7 @@ def main(argv=None) -> int:
             rows[-1].pop("ratio", None)
             seed = REPO / "fixtures" / "seed003" / "realtime.log"
             if seed.exists():
-                print("\n== the bundled seed-003 log, end to end (engine stats lines: polars is loaded)")
+                print("\n== the bundled seed-003 log, end to end (with engine stats lines)")
                 bench_file("seed003 (e2e)", seed, seed.stat().st_size, False, max(5, args.repeat))
                 rows[-1]["end_to_end"] = True
                 rows[-1].pop("ratio", None)

@@ -358,9 +358,9 @@ def gpu(
 
 
 def main() -> None:
-    # Importing polars creates ~10^6 objects, and the default threshold (700) walks them over and
-    # over. The subcommands (`gpu` samples for as long as asked) keep collecting, just rarely;
-    # an analysis does without (below).
+    # Importing polars (GPU samples, big logs without the C scanner) creates ~10^6 objects, and the
+    # default threshold (700) walks them over and over. The subcommands (`gpu` samples for as long
+    # as asked) keep collecting, just rarely; an analysis does without (below).
     gc.set_threshold(50_000, 20, 20)
     try:
         _main()
@@ -387,8 +387,8 @@ def _main() -> None:
         capacity_app(args=argv[1:], prog_name="diagnose capacity")
     else:
         # One analysis builds its objects once and frees them by reference count: start-up
-        # (typer, the parsers, polars) creates ~10^6 objects that every collection walks again,
-        # and reading a 10 GB log peaks at the same RSS without the collector (151 vs 154 MB).
-        # Collection only costs time here: 0.02-0.03 s of every run.
+        # (typer, the parsers; polars where used) creates objects that every collection walks
+        # again, and reading a 10 GB log peaks at the same RSS without the collector (151 vs
+        # 154 MB). Collection only costs time here: 0.02-0.03 s of a run that loads polars.
         gc.disable()
         analyze_app(args=argv, prog_name="diagnose")

@@ -58,7 +58,8 @@ def test_v0_and_v1_stats_lines_parse_into_the_same_series(tmp_path):
     rows = ev.stats_rows
     assert rows[0]["waiting"] == 2 and rows[0]["kv_usage"] == 5.5
     assert rows[1]["waiting"] == 117 and rows[1]["preemptions"] == 12 and rows[1]["prefix_hit"] == 41.3
-    assert ev.series.height == 2
+    cols = ev.stats_columns()
+    assert cols["waiting"] == [2.0, 117.0] and cols["preemptions"] == [None, 12.0]
 
 
 def test_request_prompts_are_hashed_never_stored(tmp_path):

@@ -5,6 +5,7 @@ except through the provenance (file, line, text) kept on facts and events.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -28,6 +29,26 @@ EXTRA_FACTS = (
 
 # How many example lines of each event kind to keep; counts are always exact.
 EVENT_KEEP = 20
+
+_INF = float("inf")
+
+
+def _finite(x) -> float | None:
+    try:
+        f = float(x)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+# Engine stats columns, by kind: f number, i integer, b boolean, s text, t time.
+STATS_COLUMNS = {
+    "time": "t", "source": "s", "line": "i", "engine_idx": "i",
+    "prompt_tps": "f", "gen_tps": "f", "running": "f", "waiting": "f", "swapped": "f", "kv_usage": "f",
+    "prefix_hit": "f", "preemptions": "f", "kv_tokens_used": "f", "prompt_len": "f", "graph": "b",
+    "ctx_tokens": "f", "paused": "f", "kind": "s",
+    "ttft_p50": "f", "ttft_p95": "f", "ttft_p99": "f", "itl_p50": "f", "itl_p95": "f", "itl_p99": "f",
+}
 
 
 @dataclass(slots=True)
@@ -91,7 +112,6 @@ class Evidence:
         self.last_seen = None                    # newest sample time (live Prometheus: replica-down)
         self.instances: set[str] = set()         # Prometheus `instance` labels seen in this input
         self.targets: dict = {}                  # SLO targets given as an input file
-        self._series = None
         self._gpu_series = None
 
     # -- writing (sources) -------------------------------------------------
@@ -116,7 +136,6 @@ class Evidence:
 
     def add_stats(self, row: dict) -> None:
         self.stats_rows.append(row)
-        self._series = None
 
     # -- reading (signals) ---------------------------------------------------
     def fact(self, name: str, default: Any = None) -> Any:
@@ -145,21 +164,18 @@ class Evidence:
             self._gpu_series = pl.DataFrame(cols, schema=schema)
         return self._gpu_series
 
-    @property
-    def series(self):
-        """Engine stats as a polars DataFrame (imported lazily: polars is heavy to import)."""
-        if self._series is None:
-            import polars as pl
-            schema = {
-                "time": pl.Datetime, "source": pl.Utf8, "line": pl.Int64, "engine_idx": pl.Int64,
-                "prompt_tps": pl.Float64, "gen_tps": pl.Float64, "running": pl.Float64,
-                "waiting": pl.Float64, "swapped": pl.Float64, "kv_usage": pl.Float64,
-                "prefix_hit": pl.Float64, "preemptions": pl.Float64,
-                "kv_tokens_used": pl.Float64, "prompt_len": pl.Float64, "graph": pl.Boolean,
-                "ctx_tokens": pl.Float64, "paused": pl.Float64, "kind": pl.Utf8,
-                "ttft_p50": pl.Float64, "ttft_p95": pl.Float64, "ttft_p99": pl.Float64,
-                "itl_p50": pl.Float64, "itl_p95": pl.Float64, "itl_p99": pl.Float64,
-            }
-            # Column by column: a copy of every row as a dict would double the peak on long runs.
-            self._series = pl.DataFrame({k: [r.get(k) for r in self.stats_rows] for k in schema}, schema=schema)
-        return self._series
+    def stats_columns(self) -> dict[str, list]:
+        """Engine stats column by column: numbers as floats, None where a line did not say (NaN and
+        infinities are not measurements). Plain lists, not polars: one row per stats interval (a few
+        thousand a day), for which importing polars costs more than all the arithmetic."""
+        cols: dict[str, list] = {}
+        rows = self.stats_rows
+        for k, kind in STATS_COLUMNS.items():
+            if kind == "f":     # parsers give floats: test those inline, convert the rest
+                cols[k] = [x if x is None or (x.__class__ is float and -_INF < x < _INF) else _finite(x)
+                           for x in [r.get(k) for r in rows]]
+            elif kind == "b":
+                cols[k] = [None if x is None else bool(x) for x in [r.get(k) for r in rows]]
+            else:
+                cols[k] = [r.get(k) for r in rows]
+        return cols

@@ -42,7 +42,6 @@ def align_gpu(ev: Evidence, gpu_start: datetime | None = None, interval: float =
                     r["time"] = t.replace(year=t.year - base + year)
                 except ValueError:      # 29 February in a year without one
                     r["time"] = t.replace(year=t.year - base + year, day=28)
-        ev._series = None
     ev.gpu_rows.sort(key=lambda r: (r.get("time") or datetime.min, r.get("gpu", 0)))
     ev._gpu_series = None
     ev.counters["gpu_aligned"] = int(bool(dated) and bool(stats_times))

@@ -6,8 +6,11 @@ busy sample after idle (a partial interval) and idle stretches say nothing about
 """
 from __future__ import annotations
 
+import math
 import re
+import statistics
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from ..evidence.model import Evidence, FACT_NAMES, EXTRA_FACTS
 
@@ -257,6 +260,63 @@ def _events(ev: Evidence, v: dict) -> None:
 
 
 MIN_STEADY = 3   # fewer busy samples than this say nothing about a steady state
+# DP engines' rows merged into one per stats tick: loads add up, percentages and latencies average.
+_DP_SUM = ("prompt_tps", "gen_tps", "running", "waiting", "preemptions", "swapped", "kv_tokens_used",
+           "ctx_tokens", "paused")
+_DP_MEAN = ("kv_usage", "prefix_hit", "prompt_len", "ttft_p50", "ttft_p95", "ttft_p99", "itl_p50", "itl_p95",
+            "itl_p99")
+_SECOND = timedelta(seconds=1)
+
+
+def _known(xs) -> list:
+    return [x for x in xs if x is not None]
+
+
+def _quantile(xs: list, q: float) -> float:
+    """The sorted value at rank (n-1)·q, the rank rounded half up ("nearest", as polars does):
+    a p95 is a value that was logged, never one interpolated between two."""
+    xs = sorted(xs)
+    pos = (len(xs) - 1) * q
+    i = math.floor(pos)
+    if pos - i >= 0.5:
+        i += 1
+    return xs[min(i, len(xs) - 1)]
+
+
+def _stdev(xs: list) -> float | None:
+    return statistics.stdev(xs) if len(xs) > 1 else None
+
+
+def _share(flags: list) -> float:
+    return sum(flags) / len(flags)
+
+
+def _merge_dp_ticks(cols: dict) -> dict:
+    """One row per tick across DP engines. They log the same tick a second or two apart: rows are
+    bucketed by the 10 s stats interval. A total or mean is unknown (not 0) when no engine gave it."""
+    buckets: dict = {}
+    for i, t in enumerate(cols["time"]):
+        buckets.setdefault(t.replace(second=t.second - t.second % 10, microsecond=0), []).append(i)
+    out: dict = {k: [] for k in cols}
+    for tick, idx in buckets.items():
+        out["time"].append(tick)
+        for k in ("source", "kind"):
+            out[k].append(cols[k][idx[0]])
+        for k in cols:
+            if k in ("time", "source", "kind"):
+                continue
+            xs = [cols[k][i] for i in idx if cols[k][i] is not None]
+            if not xs:
+                out[k].append(None)
+            elif k in _DP_SUM:
+                out[k].append(math.fsum(xs))
+            elif k in _DP_MEAN:
+                out[k].append(statistics.fmean(xs))
+            elif k == "graph":
+                out[k].append(all(xs))
+            else:                       # line, engine_idx: the first
+                out[k].append(min(xs))
+    return out
 
 
 def _runtime(ev: Evidence, s: Signals) -> None:
@@ -271,33 +331,19 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     if not ev.stats_rows:
         v["steady_samples"] = 0
         return
-    import polars as pl
-    df = ev.series
-    engines = df["engine_idx"].n_unique()
+    df = ev.stats_columns()
+    engines = len(set(df["engine_idx"]))
     v["dp_engines_logged"] = engines
-    if engines > 1 and df["time"].null_count() == 0:
-        # One row per tick across DP engines: totals for load, means for percentages.
-        # DP engines log the same tick a second or two apart: bucket by the 10 s stats interval.
-        df = (df.with_columns(pl.col("time").dt.truncate("10s"))
-                .group_by("time", maintain_order=True)
-                .agg(pl.col("line").min(), pl.col("source").first(), pl.col("engine_idx").min(),
-                     # a sum over engines, but unknown (not 0) when no engine reported it
-                     *[pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(c)
-                       for c in ("prompt_tps", "gen_tps", "running", "waiting", "preemptions", "swapped",
-                                 "kv_tokens_used", "ctx_tokens", "paused")],
-                     pl.col("kv_usage", "prefix_hit", "prompt_len", "ttft_p50", "ttft_p95", "ttft_p99",
-                            "itl_p50", "itl_p95", "itl_p99").mean(),
-                     pl.col("graph").all(), pl.col("kind").first())
-                .select(ev.series.columns))
-    df = df.with_columns(
-        busy=((pl.col("running") > 0).fill_null(False) | (pl.col("waiting") > 0).fill_null(False)
-              | (pl.col("gen_tps") > 0).fill_null(False) | (pl.col("prompt_tps") > 0).fill_null(False)))
-    busy_idx = [i for i, b in enumerate(df["busy"].to_list()) if b]
-    v["idle_samples"] = df.height - len(busy_idx)
+    if engines > 1 and None not in df["time"]:
+        df = _merge_dp_ticks(df)
+    flags = [any(x is not None and x > 0 for x in row)
+             for row in zip(df["running"], df["waiting"], df["gen_tps"], df["prompt_tps"])]
+    busy_idx = [i for i, b in enumerate(flags) if b]
+    v["idle_samples"] = len(flags) - len(busy_idx)
     v["busy_samples"] = len(busy_idx)
     # A missing count is unknown, not zero: V0 logs every 50th preemption as a warning, V1 from
     # v0.11.2 adds `Preemptions: N` to the stats line when N > 0; older V1 logs say nothing.
-    logged = int(df["preemptions"].fill_null(0).sum())
+    logged = int(sum(_known(df["preemptions"])))
     says_preemptions = (v.get("v1_engine") is False or logged > 0 or v.get("engine") == "sglang"
                         or (v.get("engine") == "vllm" and _version_at_least(v.get("engine_version"), (0, 11, 2))))
     if logged or v["preemptions_total"]:
@@ -305,115 +351,120 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     elif says_preemptions:
         v["preemptions_total"] = 0
     for col in ("running", "waiting", "kv_usage", "gen_tps"):
-        s.timeline[col] = df[col].fill_null(0).to_list()
+        s.timeline[col] = [0.0 if x is None else x for x in df[col]]
     if not busy_idx:
         v["steady_samples"] = 0
         v["all_idle"] = True
         # Idle is a state too: record it so a later run can be compared with this one.
         for name, col in (("running", "running"), ("waiting", "waiting"), ("generation_throughput", "gen_tps")):
-            x = df[col].drop_nulls()
-            if x.len():
-                s.key_stats[name] = {"mean": 0.0, "std": 0.0, "n": int(x.len()), "p50": 0.0, "p95": 0.0}
+            x = _known(df[col])
+            if x:
+                s.key_stats[name] = {"mean": 0.0, "std": 0.0, "n": len(x), "p50": 0.0, "p95": 0.0}
         return
     v["all_idle"] = False
     # Steady window: busy samples, minus the first sample after each idle stretch (the interval
     # it averages was partly idle) when enough samples remain.
     keep = []
     prev_busy = False
-    flags = df["busy"].to_list()
     for i, b in enumerate(flags):
         if b and (prev_busy or len(busy_idx) < 4):
             keep.append(i)
         prev_busy = b
     if len(keep) < 2:
         keep = busy_idx
-    st = df[keep]
-    v["steady_samples"] = st.height
-    if st.height < MIN_STEADY:
+    st = {k: [col[i] for i in keep] for k, col in df.items()}
+    height = len(keep)
+    v["steady_samples"] = height
+    if height < MIN_STEADY:
         v["too_few_samples"] = True
         return
     t = st["time"]
-    if t.null_count() == 0 and st.height:
-        t0, t1 = t.min(), t.max()
+    timed = None not in t
+    if timed:
+        t0, t1 = min(t), max(t)
         v["window_seconds"] = (t1 - t0).total_seconds()
         s.steady_range = (t0, t1)
-        s.window = f"steady window {t0:%m-%d %H:%M:%S}–{t1:%H:%M:%S} ({st.height} samples, idle and warm-up excluded)"
+        s.window = f"steady window {t0:%m-%d %H:%M:%S}–{t1:%H:%M:%S} ({height} samples, idle and warm-up excluded)"
     else:
-        s.window = f"steady window: {st.height} busy samples (idle and warm-up excluded)"
+        s.window = f"steady window: {height} busy samples (idle and warm-up excluded)"
 
     def stat(col, fn):
-        x = st[col].drop_nulls()
-        if x.len() == 0:
-            return None
-        return round(float(fn(x)), 3)
+        x = _known(st[col])
+        return round(float(fn(x)), 3) if x else None
 
     for col in ("running", "waiting", "kv_usage", "gen_tps", "prompt_tps", "prefix_hit"):
-        v[f"{col}_mean"] = stat(col, lambda x: x.mean())
-        v[f"{col}_max"] = stat(col, lambda x: x.max())
-        v[f"{col}_p50"] = stat(col, lambda x: x.quantile(0.5, "nearest"))
-        v[f"{col}_p95"] = stat(col, lambda x: x.quantile(0.95, "nearest"))
+        v[f"{col}_mean"] = stat(col, statistics.fmean)
+        v[f"{col}_max"] = stat(col, max)
+        v[f"{col}_p50"] = stat(col, lambda x: _quantile(x, 0.5))
+        v[f"{col}_p95"] = stat(col, lambda x: _quantile(x, 0.95))
     v["prefix_hit_last"] = stat("prefix_hit", lambda x: x[-1])
     # Latency quantiles (Prometheus histograms): the window's typical value, and how ITL follows load.
     for col in ("ttft_p50", "ttft_p95", "ttft_p99", "itl_p50", "itl_p95", "itl_p99"):
-        x = st[col].drop_nulls()
-        if x.len():
-            v[f"{col}_s"] = round(float(x.mean()), 4)
-            v[f"{col}_max_s"] = round(float(x.max()), 4)
-    both = st.select("itl_p50", "running").drop_nulls()
-    if both.height >= 6 and both["running"].std() and both["itl_p50"].std():
-        v["itl_running_corr"] = round(float(both.select(pl.corr("itl_p50", "running")).item()), 3)
+        x = _known(st[col])
+        if x:
+            v[f"{col}_s"] = round(statistics.fmean(x), 4)
+            v[f"{col}_max_s"] = round(max(x), 4)
+    both = [(i, r) for i, r in zip(st["itl_p50"], st["running"]) if i is not None and r is not None]
+    if len(both) >= 6:
+        itl, running = [b[0] for b in both], [b[1] for b in both]
+        if len(set(running)) > 1 and len(set(itl)) > 1:     # no correlation with a constant
+            v["itl_running_corr"] = round(statistics.correlation(itl, running), 3)
     # Per-signal statistics kept in the JSON report so a later run can be compared with this one.
     for name, col in (("generation_throughput", "gen_tps"), ("prompt_throughput", "prompt_tps"),
                       ("running", "running"), ("waiting", "waiting"), ("kv_cache_usage", "kv_usage"),
                       ("ttft_p50", "ttft_p50"), ("ttft_p99", "ttft_p99"), ("itl_p50", "itl_p50")):
-        x = st[col].drop_nulls()
-        if x.len():
-            s.key_stats[name] = {"mean": round(float(x.mean()), 3), "std": round(float(x.std() or 0.0), 3),
-                                 "n": int(x.len()), "p50": round(float(x.quantile(0.5, "nearest")), 3),
-                                 "p95": round(float(x.quantile(0.95, "nearest")), 3)}
+        x = _known(st[col])
+        if x:
+            s.key_stats[name] = {"mean": round(statistics.fmean(x), 3), "std": round(_stdev(x) or 0.0, 3),
+                                 "n": len(x), "p50": round(_quantile(x, 0.5), 3), "p95": round(_quantile(x, 0.95), 3)}
     # Context held per running request (SGLang `#token` / `#running-req`), prompt length per
     # admitted request (SGLang prefill lines), and how often decode ran outside CUDA graphs.
-    busy_rows = st.filter(pl.col("running") > 0)
-    if busy_rows["kv_tokens_used"].null_count() < busy_rows.height:
-        v["context_tokens_per_request"] = round(float((busy_rows["kv_tokens_used"] / busy_rows["running"]).drop_nulls().mean()))
-    if st["prompt_len"].null_count() < st.height:
-        v["prompt_tokens_per_request"] = round(float(st["prompt_len"].drop_nulls().mean()))
-    if st["graph"].null_count() < st.height:
-        v["decode_graph_off_share"] = round(1 - float(st["graph"].drop_nulls().cast(pl.Float64).mean()), 3)
+    per_req = [k / r for k, r in zip(st["kv_tokens_used"], st["running"]) if k is not None and r is not None and r > 0]
+    if per_req:
+        v["context_tokens_per_request"] = round(statistics.fmean(per_req))
+    prompt_len = _known(st["prompt_len"])
+    if prompt_len:
+        v["prompt_tokens_per_request"] = round(statistics.fmean(prompt_len))
+    graph = _known(st["graph"])
+    if graph:
+        v["decode_graph_off_share"] = round(1 - _share(graph), 3)
+    run = _known(st["running"])
     cgm = v.get("cuda_graph_max_size")
-    if cgm and st["running"].null_count() < st.height:
-        v["running_over_graph_share"] = round(float((st["running"].drop_nulls() > cgm).mean()), 3)
-    if st["running"].null_count() < st.height:
-        v["offered_concurrency_max"] = round(float((st["running"].fill_null(0) + st["waiting"].fill_null(0)).max()), 1)
-    if st["prompt_tps"].null_count() < st.height and st["gen_tps"].null_count() < st.height:
-        both = st.filter(pl.col("prompt_tps").is_not_null() & pl.col("gen_tps").is_not_null())
-        tot = float((both["prompt_tps"] + both["gen_tps"]).sum())
-        v["prompt_share"] = round(float(both["prompt_tps"].sum()) / tot, 3) if tot else None
-    if st["waiting"].null_count() < st.height:
-        v["waiting_nonzero_share"] = round(float((st["waiting"].drop_nulls() > 0).mean()), 3)
+    if cgm and run:
+        v["running_over_graph_share"] = round(_share([x > cgm for x in run]), 3)
+    if run:
+        v["offered_concurrency_max"] = round(max((r or 0.0) + (w or 0.0) for r, w in zip(st["running"], st["waiting"])), 1)
+    if _known(st["prompt_tps"]) and _known(st["gen_tps"]):
+        both = [(p, g) for p, g in zip(st["prompt_tps"], st["gen_tps"]) if p is not None and g is not None]
+        tot = sum(p + g for p, g in both)
+        v["prompt_share"] = round(sum(p for p, _ in both) / tot, 3) if tot else None
+    waiting = _known(st["waiting"])
+    if waiting:
+        v["waiting_nonzero_share"] = round(_share([x > 0 for x in waiting]), 3)
     if v["running_mean"] and v["gen_tps_mean"] is not None:
         v["gen_tps_per_request"] = round(v["gen_tps_mean"] / v["running_mean"], 2)
     rmax = v["running_max"] or 0
-    run = st["running"].drop_nulls()
-    v["running_plateau_share"] = round(float((run >= rmax * 0.95).mean()), 3) if rmax else None
+    v["running_plateau_share"] = round(_share([x >= rmax * 0.95 for x in run]), 3) if rmax else None
     cap = v.get("max_num_seqs")
-    v["running_at_cap_share"] = round(float((run >= float(cap) * 0.95).mean()), 3) if cap and run.len() else None
+    v["running_at_cap_share"] = round(_share([x >= float(cap) * 0.95 for x in run]), 3) if cap and run else None
     km = v["kv_usage_mean"]
     if km is not None and km > 0:
         v["kv_headroom_x"] = round(min(90.0 / km, 1000.0), 1)
     elif km == 0 and (v["running_mean"] or 0) > 0:
         v["kv_headroom_x"] = 100.0   # "0.0 %" with requests running means < 0.05 %
-    # Trend of the queue: slope per minute and how well a line explains it.
-    if st.height >= 6 and t.null_count() == 0 and st["waiting"].null_count() == 0:
-        tw = st.select(sec=(pl.col("time") - pl.col("time").min()).dt.total_seconds(), w=pl.col("waiting"))
-        var = tw["sec"].var()
-        if var:
-            slope = tw.select(pl.cov("sec", "w") / var).item()
-            r = tw.select(pl.corr("sec", "w")).item()
-            v["waiting_slope_per_min"] = round(slope * 60, 3)
-            v["waiting_trend_r2"] = round(r * r, 3) if r == r and r is not None else 0.0
-    lines = st["line"].drop_nulls()
-    first_line, last_line = (int(lines.min()), int(lines.max())) if lines.len() else (None, None)
+    # Trend of the queue: slope per minute and how well a line explains it (whole seconds).
+    if height >= 6 and timed and len(waiting) == height:
+        t_min = min(t)
+        sec = [(x - t_min) // _SECOND for x in t]
+        if statistics.variance(sec):
+            v["waiting_slope_per_min"] = round(statistics.linear_regression(sec, st["waiting"]).slope * 60, 3)
+            try:
+                r = statistics.correlation(sec, st["waiting"])
+            except statistics.StatisticsError:      # a flat queue: no line explains anything
+                r = 0.0
+            v["waiting_trend_r2"] = round(r * r, 3)
+    lines = _known(st["line"])
+    first_line, last_line = (min(lines), max(lines)) if lines else (None, None)
     src = st["source"][0]
 
     def prov(metric, value):

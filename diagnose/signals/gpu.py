@@ -52,7 +52,9 @@ def gpu_signals(ev: Evidence, v: dict, window: tuple | None) -> str | None:
                                      pl.col("util").diff().abs().mean().alias("swing")).drop_nulls("u")
         if per.height >= 2:
             v["gpu_util_spread"] = round(float(per["u"].max() - per["u"].min()), 1)
-            busiest = per.sort("u", descending=True)
+            # group_by hands groups back in any order: GPUs at the same utilisation by index, so
+            # that two runs over one input name the same busiest and idlest GPU.
+            busiest = per.sort(["u", "gpu"], descending=[True, False])
             v["gpu_busiest"] = int(busiest["gpu"][0])
             v["gpu_idlest"] = int(busiest["gpu"][-1])
             v["gpu_util_by_gpu"] = ", ".join(f"GPU{g}: {u:.0f} %" for g, u in zip(busiest["gpu"], busiest["u"]))

@@ -167,8 +167,6 @@ def _segments(blocks):
 def scan(prod: Producer, display: str, ev, counts, progress=None, follow=None):
     """Evidence from the producer's segments; yields (line number, text) for the parsers, as
     bulk.scan_file does. Closes the producer when done or abandoned."""
-    # polars (for the evidence series) is imported after the scan, not beside it: its import holds
-    # the GIL, and the threads feeding the scan then wait for it (measured: a slower run).
     out = _Tally(display, ev, counts, follow)
     try:
         for seg in prod:
