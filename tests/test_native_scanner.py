@@ -43,28 +43,47 @@ EDGE_LINES = [line.encode() for line in [
     b"INFO 11-20 09:03:07 [engine.py:1] an Error cut short at the end \xe2\x82\n",
     b"INFO 11-20 09:03:07 [engine.py:1] a NUL \x00, an Error\n",
 ]
+# The literals C looks for, after near misses, and later in a line than another match. The bulk
+# paths find access and request patterns anywhere in a line, the line path at a message's start
+# (README, known differences): C must read these as polars' regexes do.
+ANYWHERE_LINES = [line.encode() for line in [
+    "(APIServer pid=7) INFO 11-20 09:03:06 [a.py:1]x] Added request q-1 then [b.py:2] Received request q-2: promptx: "
+    "prompt 'a' prompt: 'the head', params: x\n",
+    "(APIServer pid=7) INFO 11-20 09:03:06 [a.py:1]] Received request q-3: prompt: 'cut at the end\n",
+    '(APIServer pid=7) INFOx INFO INFO:     10.0.0.9:5000 - "GET /health HTTP/1.1" 200 OK\n',
+    "(APIServer pid=7) an Error, and INFO: at the very end INFO:\n",
+]]
 # Where the two bulk paths differ, the C scanner reads as the line-by-line path does.
 ONLY_NATIVE = [
     "INFO 11-20 09:03:07 [engine.py:1] a real \ufffd replacement character, with an Error\n".encode(),
     ACCESS.format(host="10.0.0.5:5000", method="GET", path="/x\x1cy", status=200).encode(),   # Python's \s has 0x1C
 ]
 
+# A NUL in a file's first 64 KB sends it to the line path (binary input): files of edge lines
+# start with plain ones, so that the bulk paths read them.
+PREAMBLE = b"(APIServer pid=7) INFO 11-20 09:02:00 [x.py:1] warming up\n" * 1300
+
 
 def _file(tmp_path, lines, name):
     body = b"".join(lines)
     long_line = b"INFO 11-20 09:04:00 [x.py:1] a long Error line " + b"y" * (9 << 20) + b"\n"   # > two blocks
     p = tmp_path / name
-    p.write_bytes(body * 40 + long_line + body * 3 + b"INFO 11-20 09:05:00 [x.py:1] last Error, no newline")
+    p.write_bytes(PREAMBLE + body * 40 + long_line + body * 3 + b"INFO 11-20 09:05:00 [x.py:1] last Error, no newline")
     return p
 
 
 def _summary(path, monkeypatch, bulk_min, native):
+    """What a report is made of; "reader": which path read the file (line, native or polars)."""
     from diagnose.sources import bulk, load, resolve
+    from diagnose.sources.native import stream
     monkeypatch.setattr(bulk, "FAST_MIN_BYTES", bulk_min)
     monkeypatch.setattr(bulk, "USE_NATIVE", native)
+    used = []
+    for mod, name, reader in ((stream, "scan", "native"), (bulk, "scan_file", "polars"), (bulk, "scan_blocks", "polars")):
+        monkeypatch.setattr(mod, name, lambda *a, _f=getattr(mod, name), _r=reader, **k: (used.append(_r), _f(*a, **k))[1])
     ev = load(resolve([str(path)]))
     info = ev.inputs[0]
-    return {"lines": info.lines, "unreadable": info.unreadable_lines, "recognised": info.recognised_lines,
+    return {"reader": used[0] if used else "line", "lines": info.lines, "unreadable": info.unreadable_lines, "recognised": info.recognised_lines,
             "counters": ev.counters, "event_counts": ev.event_counts,
             "events": {k: [(e.line, e.text) for e in v] for k, v in ev.events.items()},
             "prefixes": ev.prompt_prefixes}
@@ -81,6 +100,7 @@ def test_edge_lines_are_read_as_the_line_by_line_path_reads_them(tmp_path, monke
     f = _file(tmp_path, EDGE_LINES + ONLY_NATIVE, "edges.log")
     ref = _summary(f, monkeypatch, 10**15, True)
     fast = _summary(f, monkeypatch, 0, True)
+    assert (ref.pop("reader"), fast.pop("reader")) == ("line", "native")
     for k in ref:
         assert ref[k] == fast[k], k
     # what a user reads off the report: unreadable lines, error statuses, probes, prompts
@@ -93,9 +113,10 @@ def test_edge_lines_are_read_as_the_line_by_line_path_reads_them(tmp_path, monke
 
 def test_the_c_scanner_and_polars_agree_on_the_edge_lines(tmp_path, monkeypatch):
     _native_or_skip()
-    f = _file(tmp_path, EDGE_LINES, "edges.log")
+    f = _file(tmp_path, EDGE_LINES + ANYWHERE_LINES, "edges.log")
     a = _summary(f, monkeypatch, 0, True)
     b = _summary(f, monkeypatch, 0, False)
+    assert (a.pop("reader"), b.pop("reader")) == ("native", "polars")
     for k in a:
         assert a[k] == b[k], k
 
@@ -155,7 +176,7 @@ def _small_edges(tmp_path):
     long_line = b"INFO 11-20 09:04:00 [x.py:1] a long Error line " + b"y" * 5000 + b"\n"
     p = tmp_path / "small-edges.log"
     body = b"".join(EDGE_LINES + ONLY_NATIVE)
-    p.write_bytes(body * 3 + long_line + body + b"INFO 11-20 09:05:00 [x.py:1] last Error, no newline")
+    p.write_bytes(PREAMBLE + body * 3 + long_line + body + b"INFO 11-20 09:05:00 [x.py:1] last Error, no newline")
     return p
 
 
@@ -175,6 +196,7 @@ def test_a_plain_file_cut_into_ranges_reads_as_one_file(tmp_path, monkeypatch, m
     native._buffers.__dict__.pop("read", None)      # this thread's buffer, from an earlier test
     fast = _summary(f, monkeypatch, 0, True)
     assert f.stat().st_size > 3 * range_bytes       # several ranges, and lines longer than the buffer
+    assert (ref.pop("reader"), fast.pop("reader")) == ("line", "native")
     for k in ref:
         assert ref[k] == fast[k], k
     assert fast["lines"] > 40
