@@ -153,6 +153,33 @@ def test_the_c_scanner_is_built_once_into_the_cache(tmp_path):
     assert os.stat(lib).st_mtime_ns == first          # loaded, not rebuilt
 
 
+def test_a_build_removes_libraries_of_other_versions_long_unused(tmp_path):
+    from diagnose.sources import native
+    if native.load() is None:
+        pytest.skip(f"C scanner not available here: {native.why_not}")
+    cache = tmp_path / "diagnose"
+    cache.mkdir()
+    stale, recent, other = cache / "scan-0000000000000001.so", cache / "scan-0000000000000002.so", cache / "notes.txt"
+    for f in (stale, recent, other):
+        f.write_bytes(b"x")
+    long_ago = os.stat(stale).st_mtime - (native.STALE_DAYS + 1) * 86400
+    os.utime(stale, (long_ago, long_ago))
+    os.utime(other, (long_ago, long_ago))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path))
+    out = _run(["-m", "diagnose.sources.native"], env).stdout.decode()
+    assert out.startswith("C scanner: ") and str(cache) in out, out
+    assert not stale.exists() and recent.exists() and other.exists()
+
+
+def test_a_failing_c_compiler_is_named_and_big_logs_are_still_read(tmp_path):
+    edge_log = _file(tmp_path, EDGE_LINES, "edges.log")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path / "cache"), CC="false", NO_COLOR="1")
+    p = _run(["-m", "diagnose.sources.native"], env)
+    assert "not in use: the C compiler failed: exit 1" in p.stdout.decode(), p.stdout.decode() + p.stderr.decode()
+    fast = _run(["-m", "diagnose", "--format", "json", str(edge_log)], dict(env, DIAGNOSE_BULK_MIN_BYTES="0"))
+    assert fast.returncode in (0, 1) and json.loads(fast.stdout)["inputs"][0]["lines"] > 1000, fast.stderr.decode()
+
+
 def test_without_a_c_compiler_big_logs_are_read_with_polars(tmp_path):
     edge_log = _file(tmp_path, EDGE_LINES, "edges.log")
     env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path / "cache"),

@@ -15,15 +15,13 @@ source and the compiler, so an upgrade rebuilds it.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import platform
 import shlex
-import subprocess
 import sys
 import sysconfig
-import tempfile
 import threading
+import time
+import zlib
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("scan.c")
@@ -88,14 +86,24 @@ def _compiler() -> list[str]:
 
 
 def library_path() -> Path:
-    cc = _compiler()
-    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(cc).encode() + platform.machine().encode()
-                         + sys.platform.encode()).hexdigest()[:16]
+    # Named by checksums of what it is built from (zlib: hashlib loads OpenSSL, 4 ms of every run).
+    machine = os.uname().machine if hasattr(os, "uname") else __import__("platform").machine()
+    what = SOURCE.read_bytes() + " ".join(_compiler()).encode() + machine.encode() + sys.platform.encode()
+    key = f"{zlib.crc32(what):08x}{zlib.adler32(what):08x}"
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "diagnose" / f"scan-{key}.so"
 
 
+class BuildError(Exception):
+    """The compiler ran and failed (or took too long)."""
+
+
+STALE_DAYS = 30     # libraries of other versions, unused this long, are removed after a build
+
+
 def _build(out: Path) -> None:
+    import subprocess
+    import tempfile
     out.parent.mkdir(parents=True, exist_ok=True)
     # Built beside its final name and renamed: two runs building at once both end with a whole file.
     fd, tmp = tempfile.mkstemp(prefix=".scan-", suffix=".so", dir=out.parent)
@@ -105,9 +113,23 @@ def _build(out: Path) -> None:
         subprocess.run([*_compiler(), "-O3", "-shared", "-fPIC", "-o", tmp, str(SOURCE)],
                        check=True, capture_output=True, timeout=120)
         os.replace(tmp, out)
+    except subprocess.CalledProcessError as e:
+        err = (e.stderr or b"").decode("utf-8", "replace").strip().splitlines()
+        raise BuildError("the C compiler failed: " + (err[0] if err else f"exit {e.returncode}")) from None
+    except subprocess.SubprocessError as e:
+        raise BuildError(f"cannot build the C scanner ({e})") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+    # One library is built per version of scan.c: those of other versions go once they have gone
+    # unused for a while (a library in use stays valid when its file is removed).
+    old = time.time() - STALE_DAYS * 86400
+    for p in out.parent.glob("scan-*.so"):
+        try:
+            if p != out and p.stat().st_mtime < old:
+                p.unlink()
+        except OSError:
+            pass
 
 
 def load():
@@ -124,10 +146,9 @@ def load():
                 lib = _open()
             except FileNotFoundError as e:
                 why_not = f"no C compiler ({e.filename or _compiler()[0]})"
-            except subprocess.CalledProcessError as e:
-                err = (e.stderr or b"").decode("utf-8", "replace").strip().splitlines()
-                why_not = "the C compiler failed: " + (err[0] if err else f"exit {e.returncode}")
-            except (OSError, RuntimeError, subprocess.SubprocessError, ValueError) as e:
+            except BuildError as e:
+                why_not = str(e)
+            except (OSError, RuntimeError, ValueError) as e:
                 why_not = f"cannot build or load the C scanner ({e})"
         _state["lib"] = lib
         return lib
