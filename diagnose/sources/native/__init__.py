@@ -9,8 +9,9 @@ itself (`scan_range`: pread into a per-thread buffer), so a whole range passes w
 the scan runs while Python imports and parses. Where no compiler is found (or
 `DIAGNOSE_NATIVE=0`), `load()` returns None and the bulk path uses polars: same results, slower.
 
-The library is cached in $XDG_CACHE_HOME/diagnose (~/.cache/diagnose), named by a digest of the
-source and the compiler, so an upgrade rebuilds it.
+The library is cached in $XDG_CACHE_HOME/diagnose (~/.cache/diagnose), named by checksums of the
+source and the compiler, so an upgrade rebuilds it; a build removes the libraries of other
+versions that have gone unused for 30 days.
 """
 from __future__ import annotations
 
