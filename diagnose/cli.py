@@ -119,7 +119,8 @@ def analyze(
     except (InputError, RuleError, PromError) as e:
         _die(str(e))
     all_rules = analyses[0].rules
-    known = {r.id for r in all_rules}
+    from .engine.rules import RETIRED_IDS
+    known = {r.id for r in all_rules} | set(RETIRED_IDS)
     unknown = sorted(cli_ignored - known)
     if unknown:
         _die(f"--ignore: unknown rule id(s): {', '.join(unknown)} (see `diagnose rules`)")
@@ -300,7 +301,7 @@ rules_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exce
 
 @rules_app.command(help="List every rule, or print one rule's full documentation.")
 def rules(rule_id: Optional[str] = typer.Argument(None, metavar="[ID]")) -> None:
-    from .engine.rules import RuleError, load_rules
+    from .engine.rules import RETIRED_IDS, RuleError, load_rules
     from .reports.ruledocs import rule_doc, rule_table
     try:
         all_rules = load_rules()
@@ -310,6 +311,9 @@ def rules(rule_id: Optional[str] = typer.Argument(None, metavar="[ID]")) -> None
         sys.stdout.write(rule_table(all_rules))
         return
     match = [r for r in all_rules if r.id == rule_id]
+    if not match and rule_id in RETIRED_IDS:
+        sys.stdout.write(f"{rule_id}: retired, no longer reported as a finding: {RETIRED_IDS[rule_id]}\n")
+        return
     if not match:
         _die(f"unknown rule id `{rule_id}` (see `diagnose rules`)")
     sys.stdout.write(rule_doc(match[0]))

@@ -183,7 +183,21 @@ def analyze_evidence(ev: Evidence, rules: list[Rule], ignore: set[str] = frozens
     facts = {k: f.value for k, f in ev.facts.items()}
     reconcile(result, {r.id: r for r in rules}, ev.settings, facts)
     result.verdict = decide(sig.values, result.findings)
+    window = steady_window_line(sig)
+    if window:
+        result.verdict["window"] = window
     return Analysis(ev, sig, result, rules)
+
+
+def steady_window_line(sig: Signals) -> str | None:
+    """What the runtime judgement rests on: the steady window, and what start-up it left out."""
+    v = sig.values
+    start = v.get("startup_breakdown")
+    if sig.window:
+        return sig.window + (f"; start-up excluded ({start})" if start else "")
+    if start:
+        return f"start-up only: {start}"
+    return None
 
 
 def _jsonable(x):

@@ -14,7 +14,7 @@ ISSUE2_IDS = {
     "cross-node-tensor-parallel", "nccl-socket-fallback", "kv-capacity-low", "batched-tokens-small",
     "gpu-memory-headroom", "prefix-caching-off", "kv-cache-pressure", "concurrency-cap",
     "client-bound", "queue-buildup", "prefill-bound", "cuda-oom", "engine-crash",
-    "warmup-in-window", "access-log-noise",
+    "access-log-noise",
 }
 
 

@@ -19,6 +19,8 @@ from .expr import ExprError, compile_expr
 SEVERITIES = ("critical", "high", "medium", "low", "info")
 CONFIDENCES = ("high", "medium", "low")
 ENGINES = ("vllm", "sglang", "trtllm")
+# Ids that no longer produce findings but stay valid for --ignore and configs (ids are public API).
+RETIRED_IDS = {"warmup-in-window": "start-up exclusion is stated on the verdict's steady-window line"}
 DOC_SECTIONS = ("what", "why", "evidence", "fix", "fix_risk", "false_positives", "references")
 # `{expr}` in texts is evaluated; `{{` and `}}` are literal braces.
 TEMPLATE = re.compile(r"(?<!\{)\{([^{}]+)\}(?!\})")

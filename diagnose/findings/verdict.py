@@ -67,7 +67,9 @@ def decide(values: dict, findings: list) -> dict:
     if "concurrency-cap" in fired or "queue-buildup" in fired or (v.get("waiting_mean") or 0) >= 1:
         return out("queue-saturated", [wait, run, kv])
     if "prefill-bound" in fired:
-        return out("prefill-bound", [f"prompt share of tokens {fmt(v.get('prompt_share'))}", wait, run])
+        share = v.get("prefill_time_share")
+        return out("prefill-bound", [f"prefill about {fmt(round(share * 100))} % of GPU time (estimated)" if share is not None
+                                     else f"TTFT p95 {fmt(v.get('ttft_p95_s'))} s", wait, run])
     gpu = (f"GPU {fmt(v.get('gpu_util_p50'))} % busy (median) at {fmt(v.get('gpu_power_mean'))} W of {fmt(v.get('gpu_power_limit_w'))} W"
            if v.get("gpu_util_mean") is not None else None)
     if "compute-bound" in fired:
@@ -90,6 +92,11 @@ def decide(values: dict, findings: list) -> dict:
         return out("decode-bound", [f"{fmt(v.get('gen_tps_per_request'))} tokens/s per request", run, kv])
     if config_bad:
         return out("misconfigured", [f"`{i}`" for i in config_bad])
+    # A handful running, none waiting, KV nearly empty: the offered load is the limit, whether or
+    # not every input the client-bound rule weighs is known. Never "healthy".
+    if ((v.get("waiting_max") or 0) == 0 and (v.get("running_mean") or 0) > 0 and v.get("kv_usage_p95") is not None
+            and v["kv_usage_p95"] < 20 and not (v.get("prefill_time_share") or 0) >= 0.5):
+        return out("client-bound", [run, wait, kv])
     if failed:   # a server that crashed is not healthy, whatever its stats said before
         return out("unknown", [f"the engine failed ({', '.join(failed)}) after serving", run, wait], "failures")
     return out("healthy", [run, wait, kv])

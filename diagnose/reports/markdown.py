@@ -24,6 +24,8 @@ def render(data: dict, timeline: dict | None = None) -> str:
     also = f" (also: {', '.join(v.get('also') or [])})" if v.get("also") else ""
     out.append(f"**Bottleneck verdict: `{v.get('bottleneck')}`**{also}")
     out += [f"- {s}" for s in v.get("signals", [])]
+    if v.get("window"):
+        out.append(f"- {_cell(v['window'])}")
     if v.get("ranking"):
         out.append(f"- replicas, worst first: {', '.join(f'`{r}`' for r in v['ranking'])}")
     out.append("")

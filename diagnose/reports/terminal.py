@@ -19,6 +19,8 @@ def render(data: dict, console: Console, timeline: dict | None = None, verbose: 
     console.print(f"[bold]Bottleneck:[/bold] [bold magenta]{v.get('bottleneck')}[/bold magenta]{also}")
     for s in v.get("signals", []):
         console.print(f"  · {escape(s)}")
+    if v.get("window"):
+        console.print(f"  [dim]· {escape(v['window'])}[/dim]")
     rows = summary_rows(dep)
     if rows:
         t = Table(show_header=False, box=None, padding=(0, 1), title="Deployment", title_justify="left")

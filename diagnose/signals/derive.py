@@ -68,6 +68,7 @@ def derive(ev: Evidence) -> Signals:
         v["tp_over_pcie"] = True if v.get("tensor_parallel_size") and v["tensor_parallel_size"] > 1 else v.get("tp_over_pcie")
     _capacity(ev, v)
     _roofline(v)
+    _prefill_time(v)
     if v.get("preemptions_total") is not None and v.get("window_seconds"):
         s.key_stats["preemption_rate"] = {"mean": round(v["preemptions_total"] / (v["window_seconds"] / 60), 3),
                                           "std": None, "n": v.get("steady_samples"), "p50": None, "p95": None,
@@ -102,6 +103,26 @@ def _capacity(ev: Evidence, v: dict) -> None:
     v["long_context"] = (longest >= 16000) if longest else None
     v["rejections_total"] = ev.counters.get("status_503", 0) + ev.counters.get("status_429", 0)
     v["kv_binding"] = _kv_binding(v)
+    # A running-sequence cap the KV cache can hold: ~85 % KV usage at today's footprint, and no
+    # more than the requests seen at their busier moments (p95 KV per request) would fit.
+    rmax, kmax = v.get("running_max"), v.get("kv_usage_max")
+    if rmax and kmax is not None:
+        room = rmax * 85 / max(kmax, 1)
+        if v.get("sequences_fit_p95"):
+            room = min(room, 0.85 * v["sequences_fit_p95"])
+        cap = int(min(max(room, rmax + 1), 1024))
+        v["seq_cap_suggested"] = cap // 16 * 16 if cap >= 32 else cap
+    # The maximum context that lets today's KV cache hold the concurrency seen (without runtime
+    # stats: one full-length request when not even one fits, else two), in multiples of 1,024;
+    # only when it is below today's.
+    kvt, mml = v.get("kv_cache_tokens"), v.get("max_model_len")
+    if kvt and mml:
+        seen = v.get("offered_concurrency_max")
+        want = max(1, math.ceil(seen)) if seen else 1 if kvt < mml else 2
+        room = int(kvt // want // 1024 * 1024)
+        # Never below what requests were seen to hold, nor below 2,048: shorter is no real fix.
+        floor_len = max(2048, 2 * (v.get("context_tokens_per_request") or 0))
+        v["kv_room_len"] = room if floor_len <= room < mml else None
 
 
 def _roofline(v: dict) -> None:
@@ -143,6 +164,33 @@ def _roofline(v: dict) -> None:
     v["est_context"] = ctx
     if v["decode_bound_tps"] and v.get("gen_tps_per_request") and (v.get("running_mean") or 0) > 0:
         v["decode_vs_bound"] = round(v["gen_tps_per_request"] / v["decode_bound_tps"], 3)
+
+
+# Prefill is compute-bound and decode at a small batch is memory-bound, so a GPU prefills about
+# (FLOP/s ÷ bytes/s) × MFU × bytes-per-parameter ÷ 2 tokens per single-sequence decode token. The
+# ratio FLOP/s ÷ bytes/s is 150–400 on data-centre and workstation GPUs since Volta (A100 156,
+# H100 295, L4 400, T4 203); 150 at 50 % MFU is the conservative end: prefill is never guessed
+# faster than it is.
+PREFILL_PER_DECODE_PER_BYTE = 150 * 0.5 / 2
+
+
+def _prefill_time(v: dict) -> None:
+    """How much of the GPU's time goes to prefill: prompt tokens/s against what the GPU can
+    prefill. Token counts mislead: chat, RAG and agent traffic is 80–95 % prompt tokens while the
+    server spends most of its time decoding, because a prefill token costs a small fraction of a
+    decode step."""
+    prompt = v.get("prompt_tps_mean")
+    if prompt is None:
+        return
+    capacity, basis = v.get("prefill_bound_tps"), "roofline"
+    if not capacity and v.get("decode_tps_per_sequence"):
+        capacity = v["decode_tps_per_sequence"] * PREFILL_PER_DECODE_PER_BYTE * (v.get("bytes_per_param") or 2.0)
+        basis = "decode speed"
+    if not capacity:
+        return
+    v["prefill_capacity_tps"] = round(capacity, 1)
+    v["prefill_capacity_basis"] = basis
+    v["prefill_time_share"] = round(min(prompt / capacity, 1.0), 3)
 
 
 def _kv_cross_check(v: dict, model, per_layer: float, head_share: float, pp: int) -> None:
@@ -193,6 +241,7 @@ def _model_size(ev: Evidence, v: dict) -> None:
         low = name.lower()
         q = "awq" if re.search(r"awq|gptq|4bit|int4|w4a16|nf4", low) else "fp8" if re.search(r"fp8|int8|w8a8", low) else ""
     bpp = BYTES_PER_PARAM.get(q, 4.0 if v.get("dtype") == "float32" else 2.0)
+    v["bytes_per_param"] = bpp
     if w is not None:
         v["weights_gib_replica"] = round(w * tp * pp, 2)
     elif params is not None:
@@ -422,6 +471,15 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     per_req = [k / r for k, r in zip(st["kv_tokens_used"], st["running"]) if k is not None and r is not None and r > 0]
     if per_req:
         v["context_tokens_per_request"] = round(statistics.fmean(per_req))
+    # The KV a running request holds at the busier moments (p95 over samples), from the tokens
+    # used or from KV usage × cache size: what the cache must fit per request when load rises.
+    kvt = v.get("kv_cache_tokens")
+    held = per_req or ([u / 100 * kvt / r for u, r in zip(st["kv_usage"], st["running"])
+                        if u is not None and r and r > 0] if kvt else [])
+    if held and kvt:
+        v["context_tokens_per_request_p95"] = round(_quantile(held, 0.95))
+        if v["context_tokens_per_request_p95"] > 0:
+            v["sequences_fit_p95"] = round(kvt / v["context_tokens_per_request_p95"], 1)
     prompt_len = _known(st["prompt_len"])
     if prompt_len:
         v["prompt_tokens_per_request"] = round(statistics.fmean(prompt_len))
@@ -441,8 +499,23 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     waiting = _known(st["waiting"])
     if waiting:
         v["waiting_nonzero_share"] = round(_share([x > 0 for x in waiting]), 3)
+        v["waiting_run_max"] = _longest_run([x is not None and x >= 1 for x in st["waiting"]])
+    # "At the same time" is judged per sample: an episode (consecutive samples) of requests
+    # waiting while the batch sits at its cap counts even when window means dilute it; a lone
+    # sample with a request or two waiting is arrival jitter.
+    cap = v.get("max_num_seqs")
+    if cap and waiting:
+        v["capped_waiting_run_max"] = _longest_run([r is not None and w is not None and w >= 1 and r >= float(cap) * 0.95
+                                                    for r, w in zip(st["running"], st["waiting"])])
     if v["running_mean"] and v["gen_tps_mean"] is not None:
         v["gen_tps_per_request"] = round(v["gen_tps_mean"] / v["running_mean"], 2)
+    # A sequence's decode speed when the GPU is not also prefilling: the samples without prompt
+    # tokens (else all samples, which understates it) — the yardstick for how long prefill takes.
+    pure = [g / r for g, r, p in zip(st["gen_tps"], st["running"], st["prompt_tps"])
+            if g and r and r > 0 and p == 0]
+    mixed = [g / r for g, r in zip(st["gen_tps"], st["running"]) if g and r and r > 0]
+    if pure or mixed:
+        v["decode_tps_per_sequence"] = round(_quantile(pure or mixed, 0.9), 2)
     rmax = v["running_max"] or 0
     v["running_plateau_share"] = round(_share([x >= rmax * 0.95 for x in run]), 3) if rmax else None
     cap = v.get("max_num_seqs")
@@ -481,6 +554,14 @@ def _runtime(ev: Evidence, s: Signals) -> None:
         "waiting_trend": prov("waiting requests trend", f"slope {v.get('waiting_slope_per_min')}/min, r² {v.get('waiting_trend_r2')}"),
         "preemptions": prov("preemptions", str(v.get("preemptions_total"))),
     })
+
+
+def _longest_run(flags: list) -> int:
+    best = cur = 0
+    for f in flags:
+        cur = cur + 1 if f else 0
+        best = max(best, cur)
+    return best
 
 
 def _version_at_least(ver, want: tuple) -> bool:

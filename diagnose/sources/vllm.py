@@ -99,6 +99,9 @@ class VllmParser:
     def __init__(self) -> None:
         self.seen_non_default = False
         self.version: str | None = None
+        # A file may hold several launches: KV capacity is the first launch's (the corpus
+        # convention), and within it the smallest any worker reported (the cache is sized by it).
+        self.later_launch = False
 
     def feed(self, line: Line, ev: Evidence, when) -> bool:
         msg = line.msg
@@ -185,6 +188,8 @@ class VllmParser:
 
     def _config(self, m, line: Line, ev: Evidence) -> None:
         src, n, raw = line.source, line.lineno, line.raw
+        if "kv_cache_tokens" in ev.facts or "max_concurrency" in ev.facts:
+            self.later_launch = True
         self._version(m.group("ver"), line, ev)
         if m.group("v"):
             ev.set_fact("v1_engine", m.group("v") == "V1", src, n, raw)
@@ -260,15 +265,22 @@ class VllmParser:
         ev.set_fact("max_num_batched_tokens", int(m.group("n")), line.source, line.lineno, line.raw)
         ev.set_fact("chunked_prefill", True, line.source, line.lineno, line.raw)
 
+    def _capacity(self, name, value, line, ev) -> None:
+        if self.later_launch:
+            return
+        old = ev.fact(name)
+        if old is None or value < old:
+            ev.set_fact(name, value, line.source, line.lineno, line.raw)
+
     def _blocks(self, m, line, ev, when):
-        ev.set_fact("num_gpu_blocks", int(m.group("n")), line.source, line.lineno, line.raw)
+        self._capacity("num_gpu_blocks", int(m.group("n")), line, ev)
 
     def _max_conc(self, m, line, ev, when):
-        ev.set_fact("max_concurrency", float(m.group("x")), line.source, line.lineno, line.raw)
+        self._capacity("max_concurrency", float(m.group("x")), line, ev)
         ev.set_fact("max_model_len", int(m.group("len").replace(",", "")), line.source, line.lineno, line.raw, override=False)
 
     def _kv_size(self, m, line, ev, when):
-        ev.set_fact("kv_cache_tokens", int(m.group("n").replace(",", "")), line.source, line.lineno, line.raw)
+        self._capacity("kv_cache_tokens", int(m.group("n").replace(",", "")), line, ev)
 
     def _kv_mem(self, m, line, ev, when):
         ev.set_fact("kv_cache_memory_gib", float(m.group("g")), line.source, line.lineno, line.raw)
