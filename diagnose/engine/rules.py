@@ -49,6 +49,7 @@ class Rule:
     impact_score: object = None
     fix_risk: str = ""
     defers_to: tuple = ()
+    folds_into: tuple = ()            # ids that say the same thing: when one fires, this finding goes
     severity_if: list = field(default_factory=list)    # [(compiled, severity)]
     confidence_if: list = field(default_factory=list)  # [(compiled, confidence)]
     fixes: dict = field(default_factory=dict)          # engine → {"remove", "set", "note"}
@@ -188,6 +189,7 @@ def load_rule(path: Path, domain: str = "user") -> Rule:
         evidence=tuple(d.get("evidence", ())), impact=d.get("impact", ""),
         impact_score=expr(d["impact_score"], "impact_score") if "impact_score" in d else None,
         fix_risk=d.get("fix_risk", ""), defers_to=tuple(d.get("defers_to", ())),
+        folds_into=tuple(d.get("folds_into", ())),
         docs=d.get("docs", {}), cases=d.get("cases", []), params=dict(d.get("params", {})),
     )
     for k, v in rule.params.items():

@@ -29,6 +29,7 @@ EXTRA_FACTS = (
 
 # How many example lines of each event kind to keep; counts are always exact.
 EVENT_KEEP = 20
+VALUES_KEEP = 10_000
 
 _INF = float("inf")
 
@@ -103,6 +104,7 @@ class Evidence:
         self.stats_rows: list[dict] = []         # periodic engine stats, one dict per line
         self.counters: dict[str, int] = {}       # cheap aggregate counts (access codes, paths…)
         self.prompt_prefixes: dict[int, int] = {}  # hash of prompt head → times seen (never the text)
+        self.values: dict[str, list] = {}        # per-event numbers (requested context lengths …), bounded
         self.hosts: set[str] = set()             # host names in NCCL lines
         self.ray_ips: set[str] = set()           # remote Ray worker addresses (`ip=` in prefixes)
         self.gpu_rows: list[dict] = []           # one dict per GPU per sample (dmon, query CSV, NVML …)
@@ -130,6 +132,12 @@ class Evidence:
         bucket = self.events.setdefault(kind, [])
         if len(bucket) < EVENT_KEEP:
             bucket.append(Event(kind, source, line, text() if callable(text) else text, time, data))
+
+    def add_value(self, key: str, x: float) -> None:
+        """A number an event carried, for distributions; the first VALUES_KEEP per key."""
+        xs = self.values.setdefault(key, [])
+        if len(xs) < VALUES_KEEP:
+            xs.append(x)
 
     def count(self, key: str, n: int = 1) -> None:
         self.counters[key] = self.counters.get(key, 0) + n

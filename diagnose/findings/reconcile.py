@@ -2,7 +2,8 @@
 
 Walk findings in rank order; the first to decide a flag owns it. A later finding that wants
 the same flag at another value, or wants to remove a flag an earlier one sets, loses that
-flag and says which finding owns it. `defers_to` folds a finding's fix into another's.
+flag and says which finding owns it. `defers_to` folds a finding's fix into another's;
+`folds_into` drops a finding that says the same as one that fired (one problem, one finding).
 """
 from __future__ import annotations
 
@@ -14,6 +15,13 @@ from .model import Fix, Result
 def reconcile(result: Result, rules: dict[str, Rule], settings: dict, facts: dict) -> Result:
     result.findings.sort(key=lambda f: f.rank_key())
     fired = {f.id: f for f in result.findings}
+    for f in list(result.findings):
+        rule = rules.get(f.id)
+        into = next((o for o in (rule.folds_into if rule else ()) if o in fired), None)
+        if into:
+            result.findings.remove(f)
+            fired[into].related.append(f.id)
+            del fired[f.id]
     for f in result.findings:
         rule = rules.get(f.id)
         for other in (rule.defers_to if rule else ()):

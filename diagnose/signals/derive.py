@@ -46,7 +46,7 @@ def derive(ev: Evidence) -> Signals:
     v = s.values
     for name in FACT_NAMES + EXTRA_FACTS + ("nccl_network", "platform", "scheduler_policy", "max_sessions",
                                             "max_queue_depth", "available_gpu_mem_gib", "schedule_conservativeness",
-                                            "max_batch_size", "speculative_algorithm", "tokens_per_block",
+                                            "max_batch_size", "speculative_algorithm", "tokens_per_block", "context_limit_seen",
                                             "kv_cache_dtype_effective"):
         v[name] = ev.fact(name)
     _model_size(ev, v)
@@ -69,6 +69,7 @@ def derive(ev: Evidence) -> Signals:
     _capacity(ev, v)
     _roofline(v)
     _prefill_time(v)
+    _context_asked(ev, v)
     if v.get("preemptions_total") is not None and v.get("window_seconds"):
         s.key_stats["preemption_rate"] = {"mean": round(v["preemptions_total"] / (v["window_seconds"] / 60), 3),
                                           "std": None, "n": v.get("steady_samples"), "p50": None, "p95": None,
@@ -137,6 +138,7 @@ def _roofline(v: dict) -> None:
         model = from_partial({k: v.get(k) for k in ("dtype", "quantization", "max_model_len")}, name=v["model"])
         if model is None:
             return
+        v["model_max_context"] = model.max_position_embeddings
         kv = str(v.get("kv_cache_dtype") or "auto")
         tp = int(v.get("tensor_parallel_size") or 1)
         pp = int(v.get("pipeline_parallel_size") or 1)
@@ -191,6 +193,32 @@ def _prefill_time(v: dict) -> None:
     v["prefill_capacity_tps"] = round(capacity, 1)
     v["prefill_capacity_basis"] = basis
     v["prefill_time_share"] = round(min(prompt / capacity, 1.0), 3)
+
+
+def _context_asked(ev: Evidence, v: dict) -> None:
+    """Requests refused for their length: how long they were, and the maximum context that would
+    have taken them — when the model itself allows it and the KV cache holds two such requests."""
+    v["context_rejections"] = ev.event_counts.get("context_rejection", 0)
+    asked = ev.values.get("context_asked") or []
+    if not asked:
+        return
+    native = v.get("model_max_context")
+    servable = [a for a in asked if not native or a <= native]
+    v["context_asked_max"] = max(asked)
+    v["context_asked_beyond_model"] = len(asked) - len(servable)
+    if not servable:
+        return
+    p95 = _quantile(servable, 0.95)
+    v["context_asked_p95"] = int(p95)
+    want = int(math.ceil(p95 / 1024) * 1024)
+    if native:
+        want = min(want, native)
+    kvt, mml = v.get("kv_cache_tokens"), v.get("max_model_len") or v.get("context_limit_seen")
+    # Without the model's own maximum, a limit of 128 k or more is most likely it already.
+    if not native and mml and mml >= 131072:
+        return
+    if mml and want > mml and (not kvt or kvt >= 2 * want):
+        v["context_raise_len"] = want
 
 
 def _kv_cross_check(v: dict, model, per_layer: float, head_share: float, pp: int) -> None:

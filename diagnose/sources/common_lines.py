@@ -17,6 +17,18 @@ OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory
                  r"|CUDA runtime error in \S*cudaMalloc\S*.*out of memory")
 CAPACITY = re.compile(r"total capacity of (?P<gib>[\d.]+) GiB")
 NCCL_ERR = re.compile(r"NCCL error|DistBackendError|Watchdog caught collective operation timeout|NCCL WARN .*(?:timeout|failed)")
+# A request refused because prompt + max_tokens exceed the context limit: vLLM (every wording
+# since v0.4), SGLang, TensorRT-LLM's LLM API. The engine keeps serving; the client gets a 400.
+CTX_REJECT = re.compile(
+    r"maximum context length is (?P<max>\d+) tokens|"
+    r"is longer than the maximum model length of (?P<max2>\d+)|"
+    r"is longer than the model's context length \((?P<max3>\d+) tokens\)|"
+    r"exceeds the model's maximum context length of (?P<max4>\d+) tokens|"
+    r"should not exceed max_seq_len \((?P<max5>\d+)\)")
+CTX_ASKED = re.compile(r"total of at least (?P<a>\d+)|you requested (?P<b>\d+) tokens|request has (?P<c>\d+) input tokens"
+                       r"|\(length (?P<d>\d+)\)|The input \((?P<e>\d+) tokens\)|requested a total of (?P<f>\d+) tokens"
+                       r"|prompt length \((?P<g>\d+)\)")
+CTX_EXTRA = re.compile(r"too large: (?P<t>\d+)|max_tokens \((?P<u>\d+)\)|query length \((?P<q>\d+)\)")
 RAY_CLUSTER = re.compile(r"Connecting to existing Ray cluster|Started a local Ray instance")
 MAX_PREFIXES = 100_000
 PROBE_PATHS = ("/metrics", "/health", "/ping", "/v1/models", "/version", "/load")
@@ -65,6 +77,9 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
     if ("NCCL" in msg or "DistBackendError" in msg or "Watchdog" in msg) and NCCL_ERR.search(msg):
         ev.add_event("nccl_error", src, n, line.raw, when)
         return True
+    if ("context length" in msg or "max_seq_len" in msg or "maximum model length" in msg) and CTX_REJECT.search(msg):
+        _context_rejection(msg, line, ev, when)
+        return True
     if "Ray" in msg and RAY_CLUSTER.search(msg):
         ev.add_event("ray", src, n, line.raw, when)
         return True
@@ -75,6 +90,23 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
         ev.add_event("traceback", src, n, line.raw, when)
         return True
     return False
+
+
+def _context_rejection(msg: str, line: Line, ev: Evidence, when) -> None:
+    m = CTX_REJECT.search(msg)
+    limit = int(next(g for g in m.groups() if g))
+    asked = None
+    a = CTX_ASKED.search(msg, m.start() - 200 if m.start() > 200 else 0)
+    if a:
+        asked = int(next(g for g in a.groups() if g))
+        # "your request has N input tokens" with "'max_tokens' … is too large: M": N + M asked.
+        for x in CTX_EXTRA.finditer(msg):
+            asked += int(next(g for g in x.groups() if g))
+    ev.add_event("context_rejection", line.source, line.lineno, lambda: redact(line.raw), when,
+                 limit=limit, asked=asked)
+    if asked is not None:
+        ev.add_value("context_asked", asked)
+    ev.set_fact("context_limit_seen", limit, line.source, line.lineno, line.raw, override=False)
 
 
 def _nccl(text: str, line: Line, ev: Evidence, when) -> None:

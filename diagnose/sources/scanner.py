@@ -19,7 +19,7 @@ GREP_KEYWORDS = [
     "total_gpu_memory", "Cudagraph", "CUDA graph", "cudagraph", "eager",
     "allreduce", "NCCL", "Ray", "preempted", "Error", "error", "out of memory",
     "died", "timed out", "Traceback", "HTTP/1", "request", "startup complete",
-    "max model len", "max_num_batched_tokens", "detected platform",
+    "max model len", "max_num_batched_tokens", "context length", "max_seq_len", "maximum model length", "detected platform",
     "vllm serve", "vllm.entrypoints", "capacity of", "SpecDecoding", "Speculative metrics",
     "Prefix cache hit rate", "Uvicorn running", "--", "reserved number of GPUs",
     # SGLang

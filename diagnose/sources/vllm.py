@@ -62,6 +62,8 @@ DEAD = re.compile(
 ARG_LINE = re.compile(r"^\s*(?P<flag>--[a-z][\w-]*)(?:[= ]+(?P<val>\"[^\"]*\"|'[^']*'|[^\s\\]+))?\s*\\?\s*$")
 SPEC_V1 = re.compile(r"SpecDecoding metrics: .*?(?:Avg )?Draft acceptance rate: (?P<r>[\d.]+)%")
 SPEC_V0 = re.compile(r"Speculative metrics: Draft acceptance rate: (?P<r>[\d.]+)")
+# The start-up memory check names the GPU's total memory even when it fails.
+FREE_MEM = re.compile(r"Free memory on device (?:\S+ )?\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup")
 PLATFORM = re.compile(r"Automatically detected platform (?P<p>\w+)")
 REQUEST = re.compile(r"^(?:Received|Added|Finished|Aborted) request")
 
@@ -355,6 +357,11 @@ class VllmParser:
         ev.set_fact("speculative", True, line.source, line.lineno, line.raw)
         ev.add_event("spec_decode", line.source, line.lineno, line.raw, when, acceptance=r)
 
+    def _free_mem(self, m, line, ev, when):
+        ev.set_fact("gpu_memory_gib", float(m.group("total")), line.source, line.lineno, line.raw, override=False)
+        ev.set_fact("gpu_free_at_start_gib", float(m.group("free")), line.source, line.lineno, line.raw, override=False)
+        ev.add_event("startup_memory_short", line.source, line.lineno, line.raw, when)
+
     def _platform(self, m, line, ev, when):
         ev.set_fact("platform", m.group("p"), line.source, line.lineno, line.raw)
 
@@ -365,6 +372,7 @@ class VllmParser:
         (CAPTURE_ON, _capture_on), (EAGER, _eager), (COMPILE, _compile), (INIT, _init),
         (AR_PCIE, _ar_pcie), (AR_P2P, _ar_p2p), (AR_NODES, _ar_nodes), (RAY_SPREAD, _ray_spread), (PREEMPT, _preempt), (KV_ERR, _kv_err),
         (DEAD, _dead), (SPEC_V1, _spec), (SPEC_V0, _spec), (PLATFORM, _platform),
+        (FREE_MEM, _free_mem),
     ]
 
 

@@ -1,0 +1,93 @@
+"""The labelled corpus of complete real logs (fixtures/real/corpus.toml): what an operator reading
+each log expects the tool to say (`must`), what would be wrong (`must_not`), the acceptable
+verdicts and the deployment facts. Labels come from reading the logs; bench/score_corpus.py
+prints the same figures per rule and per engine."""
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+import score_corpus as sc  # noqa: E402
+
+# Kept for an independent evaluation: no log may come from these repositories.
+RESERVED = """0324wy/MapCoder 2215860382/VedioSifter DaisukeTakai/eval_dataset DoanNgocCuong/fintech
+Kiloma-Advanced-Solutions/PLG_AI LukeJYK/AutoScientists NnamdiOdozi/mlops-assignment SRO-SA/trtllm-qwen-benchmark
+WaroonRagwongsiri/SuperAi-SS6-Level2-Hack4 abinavChandar/demo_env_l4 apollo-mg/Project-Apollo
+briandepasquale/Controller-Search cli991/qwctest daxdelvira/distributed_agent_gc dennislee22/vLLM-benchmarking
+emocat17/GraphRAG faradawn/bench3 fpolica91/triton-example hanzhizhz/prograph jayashan10/Deepseek-qwen-deployment
+leadawon/structrag marissazli/AttnPIProbe mattbucci/2x-R9700-RDNA4-GFX1201-sglang-inference mrpid12org/imageworks
+parallelworks/activate-rag-vllm phivan3008/meeting-translator shaamil101-etched/trtllm-benchmarks shun8686/for_debug
+sostrowsk/dgx-spark-local-llm souspilot/DiscoverPhysicsWIP trietnguyeminh/Submission---EXACT--IJCNN
+udbhav-ag/SGLang_setup vllm-project/production-stack waynehacking8/trtllm-triton-serving xbill9/gemma4-tips-aws
+zjpzhao/vllm-qwen3vl-cu118-t4 zyfjrx/train_sft""".split()
+
+CASES = sc.load_cases()
+
+
+@pytest.fixture(scope="module")
+def results():
+    return sc.run_all()
+
+
+def test_corpus_is_large_and_varied():
+    engines = [c["engine"] for c in CASES]
+    assert len(CASES) >= 50
+    assert engines.count("vllm") >= 30
+    assert engines.count("sglang") >= 10
+    assert engines.count("tensorrt-llm") >= 6
+
+
+def test_every_case_is_complete_and_from_an_allowed_repository():
+    from diagnose.engine.rules import RETIRED_IDS, load_rules
+    ids = {r.id for r in load_rules()} | set(RETIRED_IDS)
+    reserved = {r.lower() for r in RESERVED}
+    for c in CASES:
+        for p in sc.case_paths(c):
+            assert p.is_file(), f"missing {p}"
+        repo = c["source"].split()[0].lower()
+        assert repo not in reserved, f"{c.get('file')}: {repo} is kept for independent evaluation"
+        assert re.search(r"\([0-9a-f]{40}\)$", c["source"]), f"{c.get('file')}: source needs the commit"
+        assert c["content"] == "complete file" or c["content"].startswith("first 2 MiB"), c["content"]
+        for rid in c.get("must", []) + c.get("must_not", []):
+            assert rid in ids, f"{c.get('file')}: unknown rule id {rid}"
+        assert not set(c.get("must", [])) & set(c.get("must_not", [])), c.get("file")
+
+
+def test_every_real_log_is_diagnosed(results):
+    failed = [f"{r.file}: {r.error}" for r in results if r.error]
+    assert not failed, failed
+
+
+def test_recall_over_must_labels(results):
+    t = sc.totals(results)
+    missed = [f"{r.file}: {', '.join(r.missed)}" for r in results if r.missed]
+    assert t["recall"] >= 0.90, f"recall {t['recall']:.3f}; missed: {missed}"
+
+
+def test_no_must_not_fires(results):
+    wrong = [f"{r.file}: {', '.join(r.false_alarms)}" for r in results if r.false_alarms]
+    assert not wrong, wrong
+
+
+def test_listed_verdicts_are_met(results):
+    wrong = [f"{r.file}: {r.verdict} not in {r.verdicts_ok}" for r in results if not r.verdict_ok]
+    assert not wrong, wrong
+
+
+def test_facts_are_right(results):
+    t = sc.totals(results)
+    wrong = [f"{r.file}: {k}={g!r} (label {v!r})" for r in results for k, v, g in r.facts_wrong]
+    assert t["facts_share"] >= 0.95, wrong
+
+
+def test_scorer_counts_a_miss_and_a_false_alarm():
+    """The scorer itself: a case whose labels contradict the tool is reported, not passed."""
+    case = next(c for c in CASES if "client-bound" in c.get("must", []))
+    flipped = dict(case, must=["engine-crash"], must_not=["client-bound"], verdict=["idle"])
+    r = sc.run_case(flipped)
+    assert r.missed == ["engine-crash"] and r.false_alarms == ["client-bound"] and not r.verdict_ok
