@@ -40,8 +40,8 @@ def decide(values: dict, findings: list) -> dict:
         gpu_only = {"compute-bound": "compute-bound", "host-bound": "host-bound"}
         for rid, b in gpu_only.items():
             if rid in fired:
-                return out(b, [f"GPU {fmt(v['gpu_util_mean'])} % busy at {fmt(v.get('gpu_power_mean'))} W of {fmt(v.get('gpu_power_limit_w'))} W",
-                               "no engine log given: the runtime side is unknown"], "GPU samples only")
+                return out(b, [_gpu_line(v), "no engine log given: the runtime side is unknown",
+                               _board_hint(v)], "GPU samples only")
         return out("unknown", [f"GPU {fmt(v['gpu_util_mean'])} % busy; no engine stats in the input"], "GPU samples only")
     if not v.get("stats_samples"):
         if failed:
@@ -70,15 +70,14 @@ def decide(values: dict, findings: list) -> dict:
         share = v.get("prefill_time_share")
         return out("prefill-bound", [f"prefill about {fmt(round(share * 100))} % of GPU time (estimated)" if share is not None
                                      else f"TTFT p95 {fmt(v.get('ttft_p95_s'))} s", wait, run])
-    gpu = (f"GPU {fmt(v.get('gpu_util_p50'))} % busy (median) at {fmt(v.get('gpu_power_mean'))} W of {fmt(v.get('gpu_power_limit_w'))} W"
-           if v.get("gpu_util_mean") is not None else None)
+    gpu = _gpu_line(v, median=True) if v.get("gpu_util_mean") is not None else None
     if "compute-bound" in fired:
-        r = out("compute-bound", [gpu + " — the configuration is not the cause", run,
+        r = out("compute-bound", [gpu + " — the configuration is not the cause", run, _board_hint(v),
                                   f"{fmt(v.get('gen_tps_per_request'))} tokens/s per request" if v.get("gen_tps_per_request") is not None else None],
                 "GPU samples + engine stats")
         return r
     if "host-bound" in fired:
-        return out("host-bound", [gpu + " (high util, low power: launch overhead)", run,
+        return out("host-bound", [gpu + " (busy, little real work: launch overhead)", run, _board_hint(v),
                                   "CUDA graphs off" if v.get("cuda_graphs") is False else None], "GPU samples + engine stats")
     if v.get("tp_spans_nodes"):
         per = v.get("gen_tps_per_request")
@@ -100,3 +99,19 @@ def decide(values: dict, findings: list) -> dict:
     if failed:   # a server that crashed is not healthy, whatever its stats said before
         return out("unknown", [f"the engine failed ({', '.join(failed)}) after serving", run, wait], "failures")
     return out("healthy", [run, wait, kv])
+
+
+def _gpu_line(v: dict, median: bool = False) -> str:
+    util = f"GPU {fmt(v.get('gpu_util_p50' if median else 'gpu_util_mean'))} % busy" + (" (median)" if median else "")
+    if v.get("gpu_power_frac") is not None:
+        return f"{util} at {fmt(v.get('gpu_power_mean'))} W of {fmt(v.get('gpu_power_limit_w'))} W"
+    if v.get("gpu_mem_util_mean") is not None:
+        return f"{util}, memory controller {fmt(v['gpu_mem_util_mean'])} % busy"
+    return util
+
+
+def _board_hint(v: dict) -> str | None:
+    """Without the board, power cannot be judged against its limit: say how to sharpen it."""
+    if v.get("gpu_power_frac") is None and v.get("gpu_util_mean") is not None:
+        return "GPU board not named in the input: --gpu-name (e.g. H100) lets power be judged against its limit"
+    return None

@@ -62,8 +62,10 @@ def derive(ev: Evidence) -> Signals:
                                    "p95": None}
     if basis:
         s.provenance["gpu"] = {"metric": "GPU utilisation / power", "window": basis,
-                               "value": f"util mean {v.get('gpu_util_mean')} %, power mean {v.get('gpu_power_mean')} W"
-                                        + (f" of {v.get('gpu_power_limit_w')} W ({v.get('gpu_power_limit_source')})" if v.get('gpu_power_limit_w') else "")}
+                               "value": f"util mean {v.get('gpu_util_mean')} %"
+                                        + (f", power mean {v['gpu_power_mean']} W" if v.get("gpu_power_mean") is not None else "")
+                                        + (f" of {v.get('gpu_power_limit_w')} W ({v.get('gpu_power_limit_source')})" if v.get('gpu_power_limit_w') else "")
+                                        + (f", memory controller {v['gpu_mem_util_mean']} %" if v.get("gpu_mem_util_mean") is not None else "")}
     if v.get("topo_tp_pcie"):
         v["tp_over_pcie"] = True if v.get("tensor_parallel_size") and v["tensor_parallel_size"] > 1 else v.get("tp_over_pcie")
     _capacity(ev, v)
@@ -174,6 +176,9 @@ def _roofline(v: dict) -> None:
 # H100 295, L4 400, T4 203); 150 at 50 % MFU is the conservative end: prefill is never guessed
 # faster than it is.
 PREFILL_PER_DECODE_PER_BYTE = 150 * 0.5 / 2
+# Up to this many sequences a decode step is about one read of the weights (the KV cache of a
+# few thousand tokens each and B × 2P FLOPs stay well under it on any GPU).
+SMALL_BATCH = 32
 
 
 def _prefill_time(v: dict) -> None:
@@ -185,7 +190,10 @@ def _prefill_time(v: dict) -> None:
     if prompt is None:
         return
     capacity, basis = v.get("prefill_bound_tps"), "roofline"
-    if not capacity and v.get("decode_tps_per_sequence"):
+    # A sequence's decode speed stands for the weight-read time only while the batch is small;
+    # at a large batch each step also reads every sequence's KV cache and computes for all of
+    # them, so the per-sequence speed says nothing about the single-stream speed: unknown then.
+    if not capacity and v.get("decode_tps_per_sequence") and (v.get("running_mean") or 0) <= SMALL_BATCH:
         capacity = v["decode_tps_per_sequence"] * PREFILL_PER_DECODE_PER_BYTE * (v.get("bytes_per_param") or 2.0)
         basis = "decode speed"
     if not capacity:

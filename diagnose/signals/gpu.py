@@ -74,6 +74,11 @@ def gpu_signals(ev: Evidence, v: dict, window: tuple | None) -> str | None:
         cmax = v.get("gpu_sm_clock_max_mhz")
         if cmax:
             v["gpu_sm_clock_frac"] = round(v["gpu_sm_clock_mean"] / cmax, 3)
+    mem_util = col("mem_util")
+    if mem_util is not None:
+        # Memory-controller busy %: with SM % it tells a saturated GPU (both high) from one fed
+        # tiny kernels by the host (SM busy, memory idle) when power cannot be judged.
+        v["gpu_mem_util_mean"] = round(float(mem_util.mean()), 1)
     temp = col("temp_c")
     if temp is not None:
         v["gpu_temp_max"] = float(temp.max())
