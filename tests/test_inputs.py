@@ -75,6 +75,29 @@ def test_gzip_stdin_and_glob_give_the_same_findings(tmp_path):
     assert ids(run_cli("--format", "json", str(tmp_path / "*.log"))) == ids(plain)
 
 
+def test_utf16_and_bom_files_read_like_utf8(tmp_path):
+    """Windows PowerShell's `>` writes UTF-16 with a byte-order mark, Notepad a UTF-8 one: both
+    are text logs, diagnosed like the plain file (gzipped and from stdin too), cited by line."""
+    out = lambda p: json.loads(p.stdout)
+    plain = out(run_cli("--format", "json", SEED))
+    text = SEED.read_text(encoding="utf-8")
+    variants = {"le.log": text.encode("utf-16"), "be.log": b"\xfe\xff" + text.encode("utf-16-be"),
+                "bom8.log": b"\xef\xbb\xbf" + text.encode("utf-8")}
+    for name, data in variants.items():
+        f = tmp_path / name
+        f.write_bytes(data)
+        gz = tmp_path / (name + ".gz")
+        gz.write_bytes(gzip.compress(data))
+        for p in (run_cli("--format", "json", f), run_cli("--format", "json", gz),
+                  run_cli("--format", "json", "-", input=data)):
+            assert p.returncode in (0, 1), (name, p.stderr.decode())
+            d = out(p)
+            assert [x["id"] for x in d["findings"]] == [x["id"] for x in plain["findings"]], name
+            assert d["inputs"][0]["unreadable_lines"] == 0, name
+            lines = [e["line"] for x in d["findings"] for e in x.get("evidence", []) if e.get("line")]
+            assert lines == [e["line"] for x in plain["findings"] for e in x.get("evidence", []) if e.get("line")], name
+
+
 def test_glob_matching_nothing(tmp_path):
     one_line_error(run_cli(str(tmp_path / "*.log")), "matches no file")
 

@@ -318,8 +318,11 @@ def _parallelism(ev: Evidence, v: dict) -> None:
 def _events(ev: Evidence, v: dict) -> None:
     c = ev.event_counts
     for k in ("oom", "engine_dead", "nccl_error", "kv_capacity_error", "preemption",
-              "eager_mode", "allreduce_pcie", "allreduce_no_p2p", "traceback"):
+              "eager_mode", "allreduce_pcie", "allreduce_no_p2p", "traceback", "uncaught_exception",
+              "stop_requested", "failure_after_stop"):
         v[f"{k}_count"] = c.get(k, 0)
+    first = ev.first_event("uncaught_exception")
+    v["uncaught_exception_type"] = first.data.get("exception") if first else None
     v["http_5xx_count"] = sum(n for k, n in ev.counters.items() if k.startswith("status_5"))
     v["http_429_count"] = ev.counters.get("status_429", 0)
     total = sum(i.lines for i in ev.inputs) or 0

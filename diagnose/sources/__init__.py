@@ -14,7 +14,7 @@ import stat
 
 from .. import redact
 from ..evidence.model import Evidence, InputInfo
-from .common_lines import feed_common
+from .common_lines import feed_common, finish_lifecycle
 from .gpu import load_gpu, sniff_gpu
 from .prometheus import load_exposition, load_query_range, sniff_prometheus
 from .lineprefix import CONTROL, Clock, peel
@@ -255,6 +255,7 @@ def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, starte
             malformed += 1
     if bar:
         bar.close()
+    finish_lifecycle(ev, inp.display)
     for p in parsers[1:]:
         p.finish(ev)
     if clock.guessed and ev.stats_rows:

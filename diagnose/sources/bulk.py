@@ -60,6 +60,8 @@ def file_behind(inp) -> str | None:
     """The path the bulk path may read `inp` from: the file itself, or for `diagnose - < big.log`
     the file stdin was opened on (read again from its start, which is where stdin stood: a pipe, or
     a file the shell left part-read, keeps the block path)."""
+    if getattr(inp, "transcoded", False):
+        return None         # the file's own bytes are UTF-16 (or carry a BOM): only the decoded blocks are text
     if inp.path != "-":
         return inp.path
     if getattr(inp, "stdin_at", None) == 0 and os.path.exists(STDIN_PATH):

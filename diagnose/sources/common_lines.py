@@ -30,6 +30,17 @@ CTX_ASKED = re.compile(r"total of at least (?P<a>\d+)|you requested (?P<b>\d+) t
                        r"|prompt length \((?P<g>\d+)\)")
 CTX_EXTRA = re.compile(r"too large: (?P<t>\d+)|max_tokens \((?P<u>\d+)\)|query length \((?P<q>\d+)\)")
 RAY_CLUSTER = re.compile(r"Connecting to existing Ray cluster|Started a local Ray instance")
+# The last line of an uncaught exception (`ValueError: …`, `torch.AcceleratorError: …`,
+# `KeyboardInterrupt`), after a traceback; DDP prefixes `[rankN]: ` to each line of it.
+EXC_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Interrupt|Exit))(?::|\s*$)")
+# The operator (or the orchestrator) stopping the server: what fails after it is not a crash.
+STOP = re.compile(r"^(?:\[rank\d+\]:\s*)?KeyboardInterrupt\s*$|[Rr]eceived (?:signal )?SIG(?:INT|TERM)\b|Caught SIG(?:INT|TERM)"
+                  r"|signal (?:SIGINT|SIGTERM|2|15)\b|^Shutting down\b|^Aborted!?\s*$|^Terminated\s*$|Stopping (?:the )?server")
+# An error answered to one request: the server goes on serving.
+REQUEST_ERROR = re.compile(r"Exception in ASGI application|Error in preprocessing prompt inputs|Error in (?:chat )?completion"
+                           r"|Error in request|Error with model|Error in serving|Failed to (?:process|handle) request")
+# Exceptions that are how a stop unwinds, not a fault.
+BENIGN_EXC = frozenset({"KeyboardInterrupt", "SystemExit", "CancelledError", "GeneratorExit"})
 MAX_PREFIXES = 100_000
 PROBE_PATHS = ("/metrics", "/health", "/ping", "/v1/models", "/version", "/load")
 
@@ -38,6 +49,9 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
     """Record what a shared line says; True when it was understood."""
     msg = line.msg
     src, n = line.source, line.lineno
+    life = ev.lifecycle.get(src)
+    if life is not None and life.tb and ("Error" in msg or "Exception" in msg or "Interrupt" in msg or "Exit" in msg):
+        _exception_line(msg, line, ev, life, when)     # not consumed: OOM and KV wordings below read it too
     if line.ip:
         ev.ray_ips.add(line.ip)
     # uvicorn access
@@ -53,10 +67,18 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
             if path.startswith(PROBE_PATHS):
                 ev.count("access_probe_lines")
                 ev.add_event("access_probe", src, n, lambda: redact(line.raw), when)
+            elif life is not None:
+                note_alive(ev, src)
             return True
         if "Application startup complete" in msg or "Uvicorn running on" in msg:
             ev.add_event("server_ready", src, n, line.raw, when)
+            note_alive(ev, src)
             return True
+        if "Shutting down" in msg or "Finished server process" in msg:
+            life = lifecycle(ev, src)
+            if not life.stopping:
+                ev.add_event("stop_requested", src, n, line.raw, when)
+            life.stopping = True
         return False
     m = NCCL.match(msg)
     if m:
@@ -75,7 +97,7 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
             ev.set_fact("gpu_memory_gib", float(m.group("gib")), src, n, line.raw, override=False)
         return True
     if ("NCCL" in msg or "DistBackendError" in msg or "Watchdog" in msg) and NCCL_ERR.search(msg):
-        ev.add_event("nccl_error", src, n, line.raw, when)
+        note_failure(ev, "nccl_error", line, when)
         return True
     if ("context length" in msg or "max_seq_len" in msg or "maximum model length" in msg) and CTX_REJECT.search(msg):
         _context_rejection(msg, line, ev, when)
@@ -88,8 +110,100 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
         return True
     if "Traceback (most recent call last)" in msg:
         ev.add_event("traceback", src, n, line.raw, when)
+        life = lifecycle(ev, src)
+        life.tb = "request" if n - life.request_error <= 3 else "open"
         return True
+    if ("Error" in msg or "Exception" in msg) and REQUEST_ERROR.search(msg):
+        lifecycle(ev, src).request_error = n
+        ev.add_event("request_error", src, n, lambda: redact(line.raw), when)
+        return True
+    if ("Interrupt" in msg or "SIG" in msg or "ignal" in msg or "Shutting" in msg or "Abort" in msg or "Termin" in msg or "Stopping" in msg) \
+            and STOP.search(msg):
+        life = lifecycle(ev, src)
+        if not life.stopping:
+            ev.add_event("stop_requested", src, n, line.raw, when)
+        life.stopping = True
+        return msg.lstrip().startswith(("KeyboardInterrupt", "[rank"))
     return False
+
+
+# -- the server's life, per file: launched, serving, stopped, died ------------------------------
+class Life:
+    """Where one file's server stands. A crash needs the server not to have been asked to stop
+    (errors while it unwinds from Ctrl-C or SIGTERM are the stop's, not a fault), and an uncaught
+    exception is only fatal if nothing shows the server alive after it."""
+    __slots__ = ("stopping", "tb", "request_error", "pending")
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self.tb = None              # "open" after a traceback start until its exception line; "request" for a request's
+        self.request_error = -10    # line of the last request-level error
+        self.pending = None         # (line, raw, type, time) of an uncaught exception not yet known fatal
+
+
+def lifecycle(ev: Evidence, src: str) -> Life:
+    life = ev.lifecycle.get(src)
+    if life is None:
+        life = ev.lifecycle[src] = Life()
+    return life
+
+
+def _exception_line(msg: str, line: Line, ev: Evidence, life: Life, when) -> None:
+    m = EXC_LINE.match(msg)
+    if not m:
+        return
+    kind, life.tb = life.tb, None
+    etype = m.group("type")
+    if etype in BENIGN_EXC:
+        if etype == "KeyboardInterrupt" and not life.stopping:
+            ev.add_event("stop_requested", line.source, line.lineno, line.raw, when)
+            life.stopping = True
+        return
+    if kind == "request" or life.stopping or life.pending:
+        return
+    life.pending = (line.lineno, line.raw, etype, when)
+
+
+def note_launch(ev: Evidence, src: str) -> None:
+    """A server starts (again) in this file: what killed the one before was fatal to it."""
+    life = ev.lifecycle.get(src)
+    if life is None:
+        return
+    _settle(ev, src, life)
+    life.stopping = False
+
+
+def note_alive(ev: Evidence, src: str) -> None:
+    """The server is serving: an exception before this was survived."""
+    life = ev.lifecycle.get(src)
+    if life is not None:
+        life.pending = None
+
+
+def note_failure(ev: Evidence, kind: str, line: Line, when) -> None:
+    """An engine-failure line (engine_dead, nccl_error): a crash, unless the server was being stopped."""
+    life = ev.lifecycle.get(line.source)
+    if life is not None and life.stopping:
+        ev.add_event("failure_after_stop", line.source, line.lineno, line.raw, when)
+        return
+    ev.add_event(kind, line.source, line.lineno, line.raw, when)
+
+
+def finish_lifecycle(ev: Evidence, src: str) -> None:
+    life = ev.lifecycle.get(src)
+    if life is not None:
+        _settle(ev, src, life)
+
+
+def _settle(ev: Evidence, src: str, life: Life) -> None:
+    if not life.pending:
+        return
+    n, raw, etype, when = life.pending
+    life.pending = None
+    # Engine stats after it (read by any path, the bulk scanners included) mean it was survived.
+    if any(r.get("line", 0) > n and r.get("source") == src for r in ev.stats_rows[-2000:]):
+        return
+    ev.add_event("uncaught_exception", src, n, raw, when, exception=etype)
 
 
 def _context_rejection(msg: str, line: Line, ev: Evidence, when) -> None:

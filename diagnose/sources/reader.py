@@ -4,6 +4,7 @@ Only errors about the input itself live here; they become exit 2 with one line n
 """
 from __future__ import annotations
 
+import codecs
 import glob
 import gzip
 import os
@@ -27,7 +28,31 @@ class Input:
     stdin_at = None  # `-`: where stdin stood before the first read, when it is seekable
     started = None   # the C scanner's run over it, when started ahead (sources.start_scans)
 
+    transcoded = False   # UTF-16 (or a UTF-8 BOM) turned into plain UTF-8: the file's bytes are not the text
+
     def blocks(self) -> Iterator[bytes]:
+        return self._text(self._raw())
+
+    def _text(self, raw: Iterator[bytes]) -> Iterator[bytes]:
+        """UTF-8 blocks whatever the file's encoding: Windows PowerShell's `>` writes UTF-16 with a
+        byte-order mark, and Notepad a UTF-8 one. Both are text logs, not binary files."""
+        first = next(raw, b"")
+        if first[:2] in (b"\xff\xfe", b"\xfe\xff"):
+            self.transcoded = True
+            dec = codecs.getincrementaldecoder("utf-16")("replace")
+            yield dec.decode(first).encode("utf-8")
+            for b in raw:
+                yield dec.decode(b).encode("utf-8")
+            yield dec.decode(b"", final=True).encode("utf-8")
+            return
+        if first[:3] == b"\xef\xbb\xbf":
+            self.transcoded = True
+            first = first[3:]
+        if first:
+            yield first
+        yield from raw
+
+    def _raw(self) -> Iterator[bytes]:
         if self.path == "-":
             try:
                 self.stdin_at = os.lseek(sys.stdin.fileno(), 0, os.SEEK_CUR)

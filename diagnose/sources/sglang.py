@@ -8,6 +8,7 @@ import re
 
 from ..evidence.model import Evidence
 from . import kv
+from .common_lines import note_alive, note_failure, note_launch
 from .lineprefix import Line, peel
 
 ENGINE = "sglang"
@@ -96,6 +97,7 @@ class SglangParser:
                 return True
         m = SERVER_ARGS.search(msg)
         if m:
+            note_launch(ev, line.source)
             if m.group("dict"):
                 self._apply(kv.parse_dict(m.group("dict")), line, ev)
                 return True
@@ -267,6 +269,7 @@ class SglangParser:
 
     def _ready(self, m, line, ev, when):
         ev.add_event("server_ready", line.source, line.lineno, line.raw, when)
+        note_alive(ev, line.source)
 
     def _retract(self, m, line, ev, when):
         # Every TP rank prints the same retraction: count it once (rank 0 or untagged lines).
@@ -281,7 +284,7 @@ class SglangParser:
         ev.add_event("kv_capacity_error", line.source, line.lineno, line.raw, when)
 
     def _crash(self, m, line, ev, when):
-        ev.add_event("engine_dead", line.source, line.lineno, line.raw, when)
+        note_failure(ev, "engine_dead", line, when)
 
     def _cmdline(self, m, line, ev, when):
         d = kv.parse_cmdline(m.group("args"))

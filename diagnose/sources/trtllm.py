@@ -11,6 +11,7 @@ import re
 from datetime import datetime
 
 from ..evidence.model import Evidence
+from .common_lines import note_failure, note_launch
 from . import kv
 from .lineprefix import Line
 
@@ -155,6 +156,7 @@ class TrtllmParser:
 
     # -- one-regex lines -----------------------------------------------------------------
     def _version(self, m, line, ev, when):
+        note_launch(ev, line.source)
         self.version = m.group("v")
         ev.set_fact("engine_version", self.version, line.source, line.lineno, line.raw)
 
@@ -233,7 +235,7 @@ class TrtllmParser:
 
     def _error(self, m, line, ev, when):
         if line.level in ("ERROR", "E"):
-            ev.add_event("engine_dead", line.source, line.lineno, line.raw, when)
+            note_failure(ev, "engine_dead", line, when)
 
     _simple = [
         (ENGINE_VERSION, _version), (MPI, _mpi), (CAPACITY, _capacity), (CHUNKING, _chunking),

@@ -11,7 +11,7 @@ from ..evidence.model import Evidence
 from .. import redact as _redaction
 from ..redact import redact
 from . import kv
-from .common_lines import note_prompt
+from .common_lines import note_alive, note_failure, note_launch, note_prompt
 from .lineprefix import Line
 
 ENGINE = "vllm"
@@ -52,7 +52,7 @@ AR_P2P = re.compile(r"Custom allreduce is disabled because your platform lacks G
 PREEMPT = re.compile(r"is preempted by PreemptionMode\.(?P<mode>\w+)\b.*?total_num_cumulative_preemption=(?P<n>\d+)")   # \b: no backtracking into the mode
 KV_ERR = re.compile(r"larger than the maximum number of tokens that can be stored in KV cache|KV cache is needed, which is larger than the available KV cache memory|No available memory for the cache blocks")
 DEAD = re.compile(
-    r"AsyncEngineDeadError|EngineDeadError|Engine core proc \S+ died|EngineCore failed to start|"
+    r"AsyncEngineDeadError|EngineDeadError|Engine core proc \S+ died|(?:EngineCore|WorkerProc) failed to start|"
     r"EngineCore encountered (?:a fatal error|an issue)|Engine iteration timed out|Worker proc \S+ died|"
     r"engine core exited unexpectedly|RPC call to execute_model timed out|Engine core initialization failed|"
     r"Background loop has errored|died unexpectedly|Writing input of failed execution"
@@ -121,6 +121,7 @@ class VllmParser:
             return bool(m)
         if REQUEST.match(msg):
             ev.count("request_lines")
+            note_alive(ev, src)
             if msg.startswith("Received"):
                 note_prompt(msg, ev)
                 ev.add_event("request", src, n, lambda: redact(line.raw), when)
@@ -185,6 +186,7 @@ class VllmParser:
             ev.add_event("preemption", line.source, line.lineno, line.raw, when, n=row["preemptions"])
 
     def _version(self, ver: str, line: Line, ev: Evidence) -> None:
+        note_launch(ev, line.source)
         self.version = ver
         ev.set_fact("engine_version", ver, line.source, line.lineno, line.raw)
 
@@ -348,7 +350,7 @@ class VllmParser:
         ev.add_event("kv_capacity_error", line.source, line.lineno, line.raw, when)
 
     def _dead(self, m, line, ev, when):
-        ev.add_event("engine_dead", line.source, line.lineno, line.raw, when)
+        note_failure(ev, "engine_dead", line, when)
 
     def _spec(self, m, line, ev, when):
         r = float(m.group("r"))
