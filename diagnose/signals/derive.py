@@ -108,13 +108,19 @@ def _capacity(ev: Evidence, v: dict) -> None:
     v["kv_binding"] = _kv_binding(v)
     # A running-sequence cap the KV cache can hold: ~85 % KV usage at today's footprint, and no
     # more than the requests seen at their busier moments (p95 KV per request) would fit.
-    rmax, kmax = v.get("running_max"), v.get("kv_usage_max")
+    # Per engine: the cap is each DP engine's own.
+    rmax, kmax = v.get("batch_max") or v.get("running_max"), v.get("kv_usage_max")
     if rmax and kmax is not None:
         room = rmax * 85 / max(kmax, 1)
         if v.get("sequences_fit_p95"):
-            room = min(room, 0.85 * v["sequences_fit_p95"])
+            room = min(room, 0.85 * v["sequences_fit_p95"] / max(1, v.get("dp_engines_logged") or 1))
         cap = int(min(max(room, rmax + 1), 1024))
         v["seq_cap_suggested"] = cap // 16 * 16 if cap >= 32 else cap
+        # SGLang with DP attention splits --max-running-requests over the DP ranks (its scheduler
+        # line shows one rank's share): the flag takes the total.
+        dp = v.get("data_parallel_size") or 1
+        if v.get("engine") == "sglang" and ev.settings.get("enable_dp_attention") and dp > 1:
+            v["seq_cap_suggested"] *= dp
     # The maximum context that lets today's KV cache hold the concurrency seen (without runtime
     # stats: one full-length request when not even one fits, else two), in multiples of 1,024;
     # only when it is below today's.
@@ -381,25 +387,42 @@ def _share(flags: list) -> float:
 
 def _merge_dp_ticks(cols: dict) -> dict:
     """One row per tick across DP engines. They log the same tick a second or two apart: rows are
-    bucketed by the 10 s stats interval. A total or mean is unknown (not 0) when no engine gave it."""
+    bucketed by the 10 s stats interval. Within a bucket each rank's own rows are averaged first
+    (SGLang logs a decode line every few iterations, several per bucket), then ranks are added
+    (totals) or averaged (shares). A total or mean is unknown (not 0) when no engine gave it.
+    `rank_running_max` / `rank_running_mean` keep the batch one rank runs: caps are per rank."""
     buckets: dict = {}
     for i, t in enumerate(cols["time"]):
         buckets.setdefault(t.replace(second=t.second - t.second % 10, microsecond=0), []).append(i)
     out: dict = {k: [] for k in cols}
+    out["rank_running_max"], out["rank_running_mean"] = [], []
     for tick, idx in buckets.items():
         out["time"].append(tick)
         for k in ("source", "kind"):
             out[k].append(cols[k][idx[0]])
+        ranks: dict = {}
+        for i in idx:
+            ranks.setdefault(cols["engine_idx"][i], []).append(i)
         for k in cols:
             if k in ("time", "source", "kind"):
+                continue
+            if k in _DP_SUM or k in _DP_MEAN:
+                per_rank = []
+                for rows in ranks.values():
+                    xs = [cols[k][i] for i in rows if cols[k][i] is not None]
+                    if xs:
+                        per_rank.append(statistics.fmean(xs))
+                if not per_rank:
+                    out[k].append(None)
+                else:
+                    out[k].append(math.fsum(per_rank) if k in _DP_SUM else statistics.fmean(per_rank))
+                if k == "running":
+                    out["rank_running_max"].append(max(per_rank) if per_rank else None)
+                    out["rank_running_mean"].append(statistics.fmean(per_rank) if per_rank else None)
                 continue
             xs = [cols[k][i] for i in idx if cols[k][i] is not None]
             if not xs:
                 out[k].append(None)
-            elif k in _DP_SUM:
-                out[k].append(math.fsum(xs))
-            elif k in _DP_MEAN:
-                out[k].append(statistics.fmean(xs))
             elif k == "graph":
                 out[k].append(all(xs))
             else:                       # line, engine_idx: the first
@@ -424,6 +447,8 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     v["dp_engines_logged"] = engines
     if engines > 1 and None not in df["time"]:
         df = _merge_dp_ticks(df)
+    else:
+        df["rank_running_max"] = df["rank_running_mean"] = df["running"]
     flags = [any(x is not None and x > 0 for x in row)
              for row in zip(df["running"], df["waiting"], df["gen_tps"], df["prompt_tps"])]
     busy_idx = [i for i, b in enumerate(flags) if b]
@@ -486,6 +511,9 @@ def _runtime(ev: Evidence, s: Signals) -> None:
         v[f"{col}_p50"] = stat(col, lambda x: _quantile(x, 0.5))
         v[f"{col}_p95"] = stat(col, lambda x: _quantile(x, 0.95))
     v["prefix_hit_last"] = stat("prefix_hit", lambda x: x[-1])
+    # The batch one engine runs (= running with one engine): what caps, kernels and drafts see.
+    v["batch_p50"] = stat("rank_running_mean", lambda x: _quantile(x, 0.5))
+    v["batch_max"] = stat("rank_running_max", max)
     # Latency quantiles (Prometheus histograms): the window's typical value, and how ITL follows load.
     for col in ("ttft_p50", "ttft_p95", "ttft_p99", "itl_p50", "itl_p95", "itl_p99"):
         x = _known(st[col])
@@ -512,7 +540,8 @@ def _runtime(ev: Evidence, s: Signals) -> None:
         v["context_tokens_per_request"] = round(statistics.fmean(per_req))
     # The KV a running request holds at the busier moments (p95 over samples), from the tokens
     # used or from KV usage × cache size: what the cache must fit per request when load rises.
-    kvt = v.get("kv_cache_tokens")
+    # The cache size logged is one engine's; with DP every engine has its own.
+    kvt = v.get("kv_cache_tokens") and v["kv_cache_tokens"] * max(1, v.get("dp_engines_logged") or 1)
     held = per_req or ([u / 100 * kvt / r for u, r in zip(st["kv_usage"], st["running"])
                         if u is not None and r and r > 0] if kvt else [])
     if held and kvt:
@@ -527,8 +556,9 @@ def _runtime(ev: Evidence, s: Signals) -> None:
         v["decode_graph_off_share"] = round(1 - _share(graph), 3)
     run = _known(st["running"])
     cgm = v.get("cuda_graph_max_size")
-    if cgm and run:
-        v["running_over_graph_share"] = round(_share([x > cgm for x in run]), 3)
+    rank_run = _known(st["rank_running_max"])     # caps and graph sizes are per engine
+    if cgm and rank_run:
+        v["running_over_graph_share"] = round(_share([x > cgm for x in rank_run]), 3)
     if run:
         v["offered_concurrency_max"] = round(max((r or 0.0) + (w or 0.0) for r, w in zip(st["running"], st["waiting"])), 1)
     if _known(st["prompt_tps"]) and _known(st["gen_tps"]):
@@ -544,8 +574,8 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     # sample with a request or two waiting is arrival jitter.
     cap = v.get("max_num_seqs")
     if cap and waiting:
-        v["capped_waiting_run_max"] = _longest_run([r is not None and w is not None and w >= 1 and r >= float(cap) * 0.95
-                                                    for r, w in zip(st["running"], st["waiting"])])
+        v["capped_waiting_run_max"] = _longest_run([r is not None and w is not None and w >= 1 and r >= _cap_floor(cap)
+                                                    for r, w in zip(st["rank_running_max"], st["waiting"])])
     if v["running_mean"] and v["gen_tps_mean"] is not None:
         v["gen_tps_per_request"] = round(v["gen_tps_mean"] / v["running_mean"], 2)
     # A sequence's decode speed when the GPU is not also prefilling: the samples without prompt
@@ -558,7 +588,7 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     rmax = v["running_max"] or 0
     v["running_plateau_share"] = round(_share([x >= rmax * 0.95 for x in run]), 3) if rmax else None
     cap = v.get("max_num_seqs")
-    v["running_at_cap_share"] = round(_share([x >= float(cap) * 0.95 for x in run]), 3) if cap and run else None
+    v["running_at_cap_share"] = round(_share([x >= _cap_floor(cap) for x in rank_run]), 3) if cap and rank_run else None
     km = v["kv_usage_mean"]
     if km is not None and km > 0:
         v["kv_headroom_x"] = round(min(90.0 / km, 1000.0), 1)
@@ -575,6 +605,16 @@ def _runtime(ev: Evidence, s: Signals) -> None:
             except statistics.StatisticsError:      # a flat queue: no line explains anything
                 r = 0.0
             v["waiting_trend_r2"] = round(r * r, 3)
+    # A queue can grow in steps (a burst: waiting rises as KV fills and running falls) that a line
+    # fits badly: compare the window's first and last thirds, and TTFT's where the input has it.
+    if height >= 6 and len(waiting) == height:
+        third = height // 3
+        v["waiting_early_mean"] = round(statistics.fmean(st["waiting"][:third]), 2)
+        v["waiting_late_mean"] = round(statistics.fmean(st["waiting"][-third:]), 2)
+        ttft = st.get("ttft_p50") or []
+        early, late = _known(ttft[:third]), _known(ttft[-third:])
+        if early and late and statistics.fmean(early) > 0:
+            v["ttft_late_over_early"] = round(statistics.fmean(late) / statistics.fmean(early), 2)
     lines = _known(st["line"])
     first_line, last_line = (min(lines), max(lines)) if lines else (None, None)
     src = st["source"][0]
@@ -593,6 +633,13 @@ def _runtime(ev: Evidence, s: Signals) -> None:
         "waiting_trend": prov("waiting requests trend", f"slope {v.get('waiting_slope_per_min')}/min, r² {v.get('waiting_trend_r2')}"),
         "preemptions": prov("preemptions", str(v.get("preemptions_total"))),
     })
+
+
+def _cap_floor(cap) -> float:
+    """Running at or above this is "at the cap": within 5 %, or one below it (SGLang holds a slot
+    for an in-flight chunked prefill and plateaus at cap − 1), never below 1 for tiny caps."""
+    cap = float(cap)
+    return cap if cap < 4 else min(cap * 0.95, cap - 1)
 
 
 def _longest_run(flags: list) -> int:
