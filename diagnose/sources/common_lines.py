@@ -13,8 +13,13 @@ from .lineprefix import Line
 
 NCCL = re.compile(r"^(?P<host>[\w.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL (?P<lvl>INFO|WARN) (?P<text>.*)")
 ACCESS = re.compile(r'^INFO: +(?P<ip>[\w.:\[\]-]+):(?P<port>\d+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
-OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|out of memory\. Tried to allocate"
-                 r"|CUDA runtime error in \S*cudaMalloc\S*.*out of memory")
+# Every wording an allocation failure on the GPU takes: PyTorch (CUDA and HIP), the CUDA runtime
+# (`CUDA Error: out of memory at …` from vLLM's cumem allocator, sleep-mode wake-up), TensorRT
+# and TensorRT-LLM. Each alternative holds "emory" or "EMORY" (the cheap pre-check below).
+OOM = re.compile(r"OutOfMemoryError|(?:CUDA|HIP) out of memory|(?i:CUDA error): out of memory|out of memory\. Tried to allocate"
+                 r"|CUDA runtime error in \S*cudaMalloc\S*.*out of memory|hipErrorOutOfMemory|cudaErrorMemoryAllocation"
+                 r"|Requested amount of GPU memory \(\d+ bytes\) could not be allocated|CUBLAS_STATUS_ALLOC_FAILED|Error Code \d+: OutOfMemory"
+                 r"|\[TensorRT-LLM\]\[ERROR\].*(?:[Oo]ut of memory|OUT_OF_MEMORY)")
 CAPACITY = re.compile(r"total capacity of (?P<gib>[\d.]+) GiB")
 NCCL_ERR = re.compile(r"NCCL error|DistBackendError|Watchdog caught collective operation timeout|NCCL WARN .*(?:timeout|failed)")
 # A request refused because prompt + max_tokens exceed the context limit: vLLM (every wording
@@ -90,7 +95,7 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
         return True
     # Each regex below runs only where its literal text is (every alternative of OOM holds
     # "emory"): most lines that reach here hold none of them.
-    if "emory" in msg and OOM.search(msg):
+    if ("emory" in msg or "EMORY" in msg or "ALLOC_FAILED" in msg) and OOM.search(msg):
         ev.add_event("oom", src, n, line.raw, when)
         m = CAPACITY.search(msg)
         if m:
