@@ -155,7 +155,24 @@ def _pct(a, b):
     return f"{a / b:.0%}" if b else "–"
 
 
-def render(results: list[CaseResult], markdown: bool = False, cases: bool = False) -> str:
+README_START = "<!-- corpus-score:start (python bench/score_corpus.py --update-readme) -->"
+README_END = "<!-- corpus-score:end -->"
+
+
+def readme_block(results: list[CaseResult]) -> str:
+    """The README's accuracy tables: per engine, then per rule."""
+    return render(results, markdown=True, readme=True)
+
+
+def update_readme(results: list[CaseResult], path: Path | None = None) -> None:
+    path = path or ROOT / "README.md"
+    text = path.read_text()
+    head, rest = text.split(README_START, 1)
+    _, tail = rest.split(README_END, 1)
+    path.write_text(head + README_START + "\n" + readme_block(results) + "\n" + README_END + tail)
+
+
+def render(results: list[CaseResult], markdown: bool = False, cases: bool = False, readme: bool = False) -> str:
     out = []
     sep = " | "
     rows = [("rule", "must", "found", "missed", "recall", "must_not", "false alarms", "precision", "unlabelled")]
@@ -183,6 +200,8 @@ def render(results: list[CaseResult], markdown: bool = False, cases: bool = Fals
         widths = [max(len(str(r[i])) for r in rs) for i in range(len(rs[0]))]
         return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rs)
 
+    if readme:
+        return table(eng_rows) + "\n\n" + table(rows)
     out += [table(eng_rows), "", table(rows), ""]
     out.append(f"findings per log: {t['findings_per_log']:.2f}; errors: {t['errors']}")
     if cases:
@@ -214,9 +233,12 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", action="store_true", help="one line per case")
     ap.add_argument("--markdown", action="store_true", help="tables as markdown")
     ap.add_argument("--only", help="cases whose file name contains this")
+    ap.add_argument("--update-readme", action="store_true", help="write the tables into README.md's accuracy section")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     results = run_all(a.only)
+    if a.update_readme:
+        update_readme(results)
     print(render(results, markdown=a.markdown, cases=a.cases))
     t = totals(results)
     print(f"\nrecall {t['recall']:.3f} ({t['found']}/{t['must']}), false alarms {t['false_alarms']}, "

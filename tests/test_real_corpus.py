@@ -91,3 +91,10 @@ def test_scorer_counts_a_miss_and_a_false_alarm():
     flipped = dict(case, must=["engine-crash"], must_not=["client-bound"], verdict=["idle"])
     r = sc.run_case(flipped)
     assert r.missed == ["engine-crash"] and r.false_alarms == ["client-bound"] and not r.verdict_ok
+
+
+def test_readme_shows_the_current_score(results):
+    """The README's accuracy tables are the scorer's output for this corpus, not a stale copy."""
+    readme = (sc.ROOT / "README.md").read_text()
+    block = readme.split(sc.README_START, 1)[1].split(sc.README_END, 1)[0].strip()
+    assert block == sc.readme_block(results), "README accuracy tables are stale: python bench/score_corpus.py --update-readme"

@@ -55,7 +55,9 @@ DEAD = re.compile(
     r"AsyncEngineDeadError|EngineDeadError|Engine core proc \S+ died|(?:EngineCore|WorkerProc) failed to start|"
     r"EngineCore encountered (?:a fatal error|an issue)|Engine iteration timed out|Worker proc \S+ died|"
     r"engine core exited unexpectedly|RPC call to execute_model timed out|Engine core initialization failed|"
-    r"Background loop has errored|died unexpectedly|Writing input of failed execution"
+    r"Background loop has errored|died unexpectedly|Writing input of failed execution|"
+    # Ray never found the GPUs the placement asked for (multi-node TP/PP): the engine never starts.
+    r"Cannot provide a placement group"
 )
 # A launch flag alone on a line: multi-line shell commands (`\` continuations), docker-compose
 # `command: >` blocks.
