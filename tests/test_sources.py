@@ -1,8 +1,10 @@
 """Sources: the scanner's line numbers, prefix peeling across versions, year-less timestamps."""
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
+from conftest import FIXTURES, run_cli
 from diagnose.evidence.model import Evidence
 from diagnose.sources import load
 from diagnose.sources.lineprefix import Clock, peel
@@ -69,3 +71,16 @@ def test_request_prompts_are_hashed_never_stored(tmp_path):
     ev = load([Input(str(f), str(f))])
     assert sum(ev.prompt_prefixes.values()) == 1
     assert all(secret not in e.text for evs in ev.events.values() for e in evs)
+
+
+def test_wrapped_vllm_args_take_tp_from_worker_names_not_defaults():
+    """A paste that hard-wrapped `non-default args: {…}` (and lost the engine-config line): real
+    lines of a TP-4 vLLM 0.19 start-up. TP comes from the `Worker_TPn` process names, version and
+    model from the banner, and no default is taken from a dict that never closed."""
+    p = run_cli("--format", "json", FIXTURES / "engines" / "vllm-wrapped-args-tp4.log")
+    assert p.returncode in (0, 1), p.stderr.decode()
+    dep = json.loads(p.stdout)["deployment"]
+    assert dep["tensor_parallel_size"] == 4
+    assert dep["engine_version"] == "0.19.0"
+    assert dep["model"] == "/workspace/lambo/models/Qwen3.5-9B"
+    assert dep.get("gpu_memory_utilization") is None      # unknown, not vLLM's default 0.9

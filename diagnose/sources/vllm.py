@@ -29,6 +29,8 @@ CONFIG = re.compile(r"Initializing (?:a (?P<v>V[01]) |an )LLM engine \(v(?P<ver>
 NON_DEFAULT = re.compile(r"non-default args: (?P<d>\{.*)$")
 NAMESPACE = re.compile(r"^args: Namespace\((?P<body>.*?)\)?$")
 VERSION = re.compile(r"vLLM (?:API )?server version (?P<ver>[\w.+\-]+)(?:, serving model (?P<model>\S+))?")
+# The start-up banner (v0.11+): block letters, then "version 0.19.0" and "model <name>" beside them.
+BANNER = re.compile(r"[█▀▄]\s+(?:version (?P<ver>\d[\w.+\-]*)|model\s+(?P<model>\S+))\s*$")
 CMDLINE = re.compile(r"(?:^|\s)(?:vllm serve|-m vllm\.entrypoints\.openai\.api_server|vllm\.entrypoints\.openai\.api_server)\b(?P<args>.*)$")
 MAX_LEN = re.compile(r"Using max model len (?P<n>\d+)")
 CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(?P<n>\d+)")
@@ -68,6 +70,8 @@ SPEC_V0 = re.compile(r"Speculative metrics: Draft acceptance rate: (?P<r>[\d.]+)
 FREE_MEM = re.compile(r"Free memory on device (?:\S+ )?\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup")
 PLATFORM = re.compile(r"Automatically detected platform (?P<p>\w+)")
 REQUEST = re.compile(r"^(?:Received|Added|Finished|Aborted) request")
+WORKER_TP = re.compile(r"^Worker(?:_\w+?)?_TP(\d+)\b")
+WORKER_PP = re.compile(r"^Worker_PP(\d+)")
 
 # Config-dump / CLI names → normalized fact names.
 FACT_KEYS = {
@@ -106,10 +110,25 @@ class VllmParser:
         # A file may hold several launches: KV capacity is the first launch's (the corpus
         # convention), and within it the smallest any worker reported (the cache is sized by it).
         self.later_launch = False
+        self.procs_seen: set = set()
+
+    def _worker_name(self, line: Line, ev: Evidence) -> None:
+        """`(Worker_TP3 pid=…)`, `(Worker_PP1_TP0 …)`: the process names give TP and PP when the
+        arguments are missing or never closed (a wrapped dump) — never over what the log states."""
+        self.procs_seen.add(line.proc)
+        for key, m in (("tensor_parallel_size", WORKER_TP.search(line.proc)), ("pipeline_parallel_size", WORKER_PP.search(line.proc))):
+            if not m:
+                continue
+            size = int(m.group(1)) + 1
+            f = ev.facts.get(key)
+            if f is None or (f.text or "").startswith(("(vLLM default", "(from the worker")) and (f.value or 1) < size:
+                ev.set_fact(key, size, line.source, line.lineno, f"(from the worker process name {line.proc})")
 
     def feed(self, line: Line, ev: Evidence, when) -> bool:
         msg = line.msg
         src, n = line.source, line.lineno
+        if line.proc and line.proc not in self.procs_seen:
+            self._worker_name(line, ev)
         c = msg[:1]
         if "throughput:" in msg:
             m = STATS.match(msg)
@@ -134,7 +153,9 @@ class VllmParser:
             return True
         m = NON_DEFAULT.search(msg)
         if m:
-            self._non_default(kv.parse_dict(m.group("d")), line, ev)
+            # A dict a paste wrapped never closes on its line: take what it says, but no defaults
+            # for what it may say further on (a wrapped TP-2 run is not TP 1).
+            self._non_default(kv.parse_dict(m.group("d")), line, ev, closed=m.group("d").rstrip().endswith("}"))
             return True
         m = NAMESPACE.match(msg)
         if m:
@@ -145,6 +166,14 @@ class VllmParser:
             self._version(m.group("ver"), line, ev)
             ev.set_fact("model", m.group("model"), src, n, line.raw, override=False)
             return True
+        if c in "█▀▄ " and ("█" in msg or "▀" in msg):
+            m = BANNER.search(msg)
+            if m:
+                if m.group("ver"):
+                    self._version(m.group("ver"), line, ev)
+                else:
+                    ev.set_fact("model", m.group("model"), src, n, line.raw, override=False)
+                return True
         m = CMDLINE.search(msg)
         if m and "--" in m.group("args"):
             self._cmdline(m.group("args"), line, ev)
@@ -239,7 +268,7 @@ class VllmParser:
             # V0 printed None for "not set": prefix caching is off by default there.
             ev.set_fact("prefix_caching", False, src, n, raw, override=False)
 
-    def _non_default(self, d: dict, line: Line, ev: Evidence, namespace: bool = False) -> None:
+    def _non_default(self, d: dict, line: Line, ev: Evidence, namespace: bool = False, closed: bool = True) -> None:
         self.seen_non_default = not namespace
         d = {k: v for k, v in d.items() if k not in ("api_key",)}
         if namespace:
@@ -252,6 +281,8 @@ class VllmParser:
             return
         ev.settings.setdefault("launch_args", {}).update(d)
         self._facts(d, line, ev)
+        if not closed:
+            return
         for k, v in DEFAULTS.items():
             if k not in d:
                 ev.set_fact(FACT_KEYS[k], v, line.source, line.lineno, "(vLLM default: not in non-default args)", override=False)
