@@ -454,6 +454,10 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     busy_idx = [i for i, b in enumerate(flags) if b]
     v["idle_samples"] = len(flags) - len(busy_idx)
     v["busy_samples"] = len(busy_idx)
+    # What the busy samples held at most: a test request or two finishing inside one interval
+    # (running 0 or 1, nothing waiting) is an idle server, not an unjudgeable one.
+    v["busy_running_max"] = max((df["running"][i] or 0.0 for i in busy_idx), default=None)
+    v["busy_waiting_max"] = max((df["waiting"][i] or 0.0 for i in busy_idx), default=None)
     # A missing count is unknown, not zero: V0 logs every 50th preemption as a warning, V1 from
     # v0.11.2 adds `Preemptions: N` to the stats line when N > 0; older V1 logs say nothing.
     logged = int(sum(_known(df["preemptions"])))
