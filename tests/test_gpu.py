@@ -50,6 +50,22 @@ def test_high_util_low_power_is_host_bound_not_compute_bound():
     assert d["verdict"]["bottleneck"] == "host-bound" and "host-bound" in ids and "compute-bound" not in ids
 
 
+def test_board_named_by_a_log_line_lets_power_be_judged(tmp_path):
+    """dmon output has power but no GPU name: alone, power cannot be weighed against a limit and
+    the verdict says --gpu-name would sharpen it; beside `nvidia-smi -L` the board is known."""
+    dmon = FIXTURES / "gpu" / "host-bound-dmon.txt"
+    alone = json.loads(run_cli("--format", "json", dmon).stdout)["verdict"]
+    assert any("--gpu-name" in s for s in alone["signals"]) and not any(" W of " in s for s in alone["signals"])
+    names = tmp_path / "nvidia-smi-L.txt"
+    names.write_text("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5a1c9e0e-3b7f-2c4e-9d1a-0f1e2d3c4b5a)\n"
+                     "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-7b2d8f1a-4c6e-3d5f-8e2b-1a0f9e8d7c6b)\n")
+    named = json.loads(run_cli("--format", "json", dmon, names).stdout)
+    assert named["verdict"]["bottleneck"] == "host-bound"
+    assert any(" W of 700 W" in s for s in named["verdict"]["signals"])
+    assert not any("--gpu-name" in s for s in named["verdict"]["signals"])
+    assert named["deployment"]["gpu_name"] == "NVIDIA H100 80GB HBM3"
+
+
 def test_seed003_with_pcie_topology_quotes_the_cells():
     d = json.loads(run_cli("--format", "json", FIXTURES / "seed003" / "realtime.log", FIXTURES / "seed003" / "topo.txt").stdout)
     f = next(f for f in d["findings"] if f["id"] == "tp-over-pcie")

@@ -46,6 +46,10 @@ REQUEST_ERROR = re.compile(r"Exception in ASGI application|Error in preprocessin
                            r"|Error in request|Error with model|Error in serving|Failed to (?:process|handle) request")
 # Exceptions that are how a stop unwinds, not a fault.
 BENIGN_EXC = frozenset({"KeyboardInterrupt", "SystemExit", "CancelledError", "GeneratorExit"})
+# Lines that name the GPU board: `nvidia-smi -L`, a row of the `nvidia-smi` table pasted into the
+# log, PyTorch's capability warning. Power and bandwidth are judged against the board's limits.
+GPU_NAMED = re.compile(r"^GPU \d+: (?P<a>NVIDIA [^(]+?) \(UUID: GPU-|^\|\s+\d+\s+(?P<b>NVIDIA [\w .-]+?)\s{2,}(?:On|Off)\s+\|"
+                       r"|(?P<c>NVIDIA [\w .-]+?) with CUDA capability sm_\d+")
 MAX_PREFIXES = 100_000
 PROBE_PATHS = ("/metrics", "/health", "/ping", "/v1/models", "/version", "/load")
 
@@ -113,6 +117,11 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
     if "Not collecting DCP metrics" in msg or "metric not enabled" in msg:
         ev.add_event("dcgm_no_profiling", src, n, line.raw, when)
         return True
+    if "NVIDIA" in msg and ("UUID" in msg or "capability" in msg or "|" in msg):
+        m = GPU_NAMED.search(msg)
+        if m:
+            ev.set_fact("gpu_name", (m.group("a") or m.group("b") or m.group("c")).strip(), src, n, line.raw, override=False)
+            return "capability" not in msg     # the warning line may be a traceback's too
     if "Traceback (most recent call last)" in msg:
         ev.add_event("traceback", src, n, line.raw, when)
         life = lifecycle(ev, src)
