@@ -104,7 +104,7 @@ def _capacity(ev: Evidence, v: dict) -> None:
             v["kv_gib_per_sequence"] = round(v["kv_bytes_per_token"] * ctx / 2**30, 2)
     longest = max([x for x in (v.get("context_tokens_per_request"), v.get("prompt_tokens_per_request")) if x] or [0])
     v["long_context"] = (longest >= 16000) if longest else None
-    v["rejections_total"] = ev.counters.get("status_503", 0) + ev.counters.get("status_429", 0)
+    v["rejections_total"] = ev.counters.get("requests_refused", 0)
     v["kv_binding"] = _kv_binding(v)
     # A running-sequence cap the KV cache can hold: ~85 % KV usage at today's footprint, and no
     # more than the requests seen at their busier moments (p95 KV per request) would fit.
