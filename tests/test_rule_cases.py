@@ -33,6 +33,9 @@ def test_rule_case(rule_id, n, case):
             assert flag in flags["remove"], flags
         for ev in fired[rule_id]["evidence"]:
             assert ("source" in ev and ev["line"] >= 1 and ev["text"]) or ("metric" in ev and "value" in ev)
+    elif case["expect"] == "not_applicable":     # the input lacks what the rule needs: said, not passed
+        assert rule_id not in fired, f"{rule_id} fired: {fired[rule_id]['title']}"
+        assert rule_id in [na["id"] for na in data["not_applicable"]], f"{rule_id} was evaluated: {data['passed']}"
     else:
         assert rule_id not in fired, f"{rule_id} fired: {fired[rule_id]['title']}"
         assert rule_id in data["passed"], (

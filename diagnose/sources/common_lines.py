@@ -283,6 +283,24 @@ def head_key(head: bytes) -> int:
     return zlib.crc32(head) << 32 | zlib.adler32(head)
 
 
+def note_prompt_field(msg: str, ev: Evidence, field: bytes = b"text=", ends=(b", input_ids", b", sampling_params", b", image_data")) -> None:
+    """Like note_prompt for request dumps that carry the prompt as a field (SGLang --log-requests:
+    `Receive: obj=GenerateReqInput(text='…', …)`)."""
+    raw = msg.encode("utf-8", "replace")
+    i = raw.find(field)
+    k = i + len(field)
+    if i < 0 or len(raw) <= k or raw[k] not in b"'\"":
+        return
+    q = raw[k: k + 1]
+    start = k + 1
+    end = start + 256
+    for t in ends:
+        p = raw.find(q + t, start)
+        if 0 <= p < end:
+            end = p
+    count_head(ev, head_key(raw[start:end]))
+
+
 def note_prompt(msg: str, ev: Evidence) -> None:
     """Remember how often a prompt's head repeats, as a hash only (never the text).
 

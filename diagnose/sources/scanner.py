@@ -24,7 +24,7 @@ GREP_KEYWORDS = [
     "vllm serve", "vllm.entrypoints", "capacity of", "SpecDecoding", "Speculative metrics",
     "Prefix cache hit rate", "Uvicorn running", "--", "reserved number of GPUs",
     # SGLang
-    "batch", "#running-req", "ServerArgs", "server_args", "Load weight", "max_total_num_tokens",
+    "batch", "#running-req", "Receive: obj=", "ServerArgs", "server_args", "Load weight", "max_total_num_tokens",
     "Capture cuda graph", "fired up", "retract", "Not enough memory", "hit an exception", "sigquit",
     "sglang",
     # TensorRT-LLM / Triton

@@ -8,7 +8,8 @@ import re
 
 from ..evidence.model import Evidence
 from . import kv
-from .common_lines import note_failure, note_launch, note_ready
+from ..redact import redact
+from .common_lines import note_failure, note_launch, note_prompt_field, note_ready
 from .lineprefix import Line, peel
 
 ENGINE = "sglang"
@@ -90,6 +91,11 @@ class SglangParser:
                 line = peel(line.source, line.lineno, msg[m.start():])
                 when = line.dt or when
                 msg = line.msg
+        if msg.startswith("Receive: obj="):      # --log-requests: the prompt's head, as a hash only
+            ev.count("request_lines")
+            note_prompt_field(msg, ev)
+            ev.add_event("request", line.source, line.lineno, lambda: redact(line.raw), when)
+            return True
         if "batch" in msg[:30] or msg.startswith("#running-req"):
             m = BATCH.match(msg)
             if m:
