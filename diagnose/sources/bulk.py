@@ -309,6 +309,11 @@ class Tally:
                 ev.count(f"status_{code}", n)
                 if code[0] == "5" or code == "429":
                     wanted.append((f"http_{code}", c("status") == code, n))
+            refused_rows = c("status").is_in(["503", "429"]) & ~c("probe")
+            refused = df.select(refused_rows.sum()).item()
+            if refused:
+                ev.count("requests_refused", refused)
+                wanted.append(("request_refused", refused_rows, refused))
             if probe:
                 ev.count("access_probe_lines", probe)
                 wanted.append(("access_probe", c("probe"), probe))

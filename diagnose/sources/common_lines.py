@@ -73,9 +73,10 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
             ev.count(f"status_{status}")
             if status[0] == "5" or status == "429":
                 ev.add_event(f"http_{status}", src, n, lambda: redact(line.raw), when)
-                # A refusal is the admission limit only for real requests to a ready server: a
-                # health probe answered 503 while the model loads or warms up is not load shed.
-                if status in ("503", "429") and not path.startswith(PROBE_PATHS) and not (life and life.starting and life.warmup):
+                # A refusal is the admission limit only for a real request: a health probe
+                # answered 503 while the model loads or warms up is not load shed. (The C and
+                # polars paths count the same: bulk.py, native/scan.c.)
+                if status in ("503", "429") and not path.startswith(PROBE_PATHS):
                     ev.count("requests_refused")
                     ev.add_event("request_refused", src, n, lambda: redact(line.raw), when)
             if path.startswith(PROBE_PATHS):
@@ -87,8 +88,6 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
         if "Application startup complete" in msg or "Uvicorn running on" in msg:
             ev.add_event("server_ready", src, n, line.raw, when)
             note_alive(ev, src)
-            if life is None or not life.warmup:     # SGLang is ready only after its warm-up request
-                note_ready(ev, src)
             return True
         if "Shutting down" in msg or "Finished server process" in msg:
             life = lifecycle(ev, src)
@@ -153,12 +152,10 @@ class Life:
     """Where one file's server stands. A crash needs the server not to have been asked to stop
     (errors while it unwinds from Ctrl-C or SIGTERM are the stop's, not a fault), and an uncaught
     exception is only fatal if nothing shows the server alive after it."""
-    __slots__ = ("stopping", "tb", "request_error", "pending", "starting", "warmup")
+    __slots__ = ("stopping", "tb", "request_error", "pending")
 
     def __init__(self) -> None:
         self.stopping = False
-        self.starting = False       # launched, not yet ready to serve
-        self.warmup = False         # the engine says when it is ready (after a warm-up request)
         self.tb = None              # "open" after a traceback start until its exception line; "request" for a request's
         self.request_error = -10    # line of the last request-level error
         self.pending = None         # (line, raw, type, time) of an uncaught exception not yet known fatal
@@ -187,22 +184,13 @@ def _exception_line(msg: str, line: Line, ev: Evidence, life: Life, when) -> Non
     life.pending = (line.lineno, line.raw, etype, when)
 
 
-def note_launch(ev: Evidence, src: str, warmup: bool = False) -> None:
-    """A server starts (again) in this file: what killed the one before was fatal to it.
-    `warmup`: the engine logs its own ready line after the HTTP server is up (SGLang)."""
-    life = lifecycle(ev, src)
+def note_launch(ev: Evidence, src: str) -> None:
+    """A server starts (again) in this file: what killed the one before was fatal to it."""
+    life = ev.lifecycle.get(src)
+    if life is None:
+        return
     _settle(ev, src, life)
     life.stopping = False
-    life.starting = True
-    life.warmup = warmup
-
-
-def note_ready(ev: Evidence, src: str) -> None:
-    """The server says it is ready to serve (SGLang after its warm-up request)."""
-    life = ev.lifecycle.get(src)
-    if life is not None:
-        life.starting = False
-        life.pending = None
 
 
 def note_alive(ev: Evidence, src: str) -> None:

@@ -9,7 +9,7 @@ import re
 from ..evidence.model import Evidence
 from . import kv
 from ..redact import redact
-from .common_lines import note_failure, note_launch, note_prompt_field, note_ready
+from .common_lines import note_alive, note_failure, note_launch, note_prompt_field
 from .lineprefix import Line, peel
 
 ENGINE = "sglang"
@@ -103,7 +103,7 @@ class SglangParser:
                 return True
         m = SERVER_ARGS.search(msg)
         if m:
-            note_launch(ev, line.source, warmup=True)
+            note_launch(ev, line.source)
             if m.group("dict"):
                 self._apply(kv.parse_dict(m.group("dict")), line, ev)
                 return True
@@ -275,7 +275,7 @@ class SglangParser:
 
     def _ready(self, m, line, ev, when):
         ev.add_event("server_ready", line.source, line.lineno, line.raw, when)
-        note_ready(ev, line.source)
+        note_alive(ev, line.source)
 
     def _retract(self, m, line, ev, when):
         # Every TP rank prints the same retraction: count it once (rank 0 or untagged lines).

@@ -36,7 +36,7 @@ HEADS_CAP = 1 << 15
 class Totals(ctypes.Structure):
     _fields_ = [*((n, ctypes.c_int64) for n in ("lines", "bad", "acc", "req", "rcv", "probe")),
                 ("status", ctypes.c_int64 * NSTATUS), ("kept", ctypes.c_int64 * NSTATUS),
-                ("kept_probe", ctypes.c_int64), ("kept_rcv", ctypes.c_int64)]
+                ("kept_probe", ctypes.c_int64), ("kept_rcv", ctypes.c_int64), ("refused", ctypes.c_int64)]
 
 
 class HeadsTable(ctypes.Structure):
@@ -203,7 +203,7 @@ class Segment:
     """What one scan of a run of whole lines found: counts, evidence and keyword rows (kind, line
     index in the segment, start and end offsets of its text, status), prompt-head runs. The lines
     are buf[start:end], or, with `fd`, the bytes of that file between those offsets."""
-    __slots__ = ("buf", "fd", "start", "end", "lines", "bad", "acc", "req", "rcv", "probe", "status",
+    __slots__ = ("buf", "fd", "start", "end", "lines", "bad", "acc", "req", "rcv", "probe", "refused", "status",
                  "rows", "heads")
 
     def text(self, a: int, z: int) -> bytes:
@@ -243,6 +243,7 @@ def _segment(buf, fd, start, end, t, rows, heads) -> Segment:
     seg = Segment()
     seg.buf, seg.fd, seg.start, seg.end = buf, fd, start, end
     seg.lines, seg.bad, seg.acc, seg.req, seg.rcv, seg.probe = t.lines, t.bad, t.acc, t.req, t.rcv, t.probe
+    seg.refused = t.refused
     seg.status = [(code, n) for code, n in enumerate(t.status) if n] if t.acc else []
     seg.rows = rows
     seg.heads = heads

@@ -37,6 +37,7 @@ typedef struct {
     int64_t status[NSTATUS];
     int64_t kept[NSTATUS];          /* evidence rows given per error status, this block */
     int64_t kept_probe, kept_rcv;
+    int64_t refused;                /* 503/429 answered to a request, not to a probe (common_lines) */
 } dg_totals;
 
 /* ---- lists set once from Python (scanner.GREP_KEYWORDS, common_lines.PROBE_PATHS) ---- */
@@ -557,7 +558,10 @@ int64_t dg_scan(const uint8_t *buf, int64_t n, int64_t pos, dg_totals *t, int64_
                     r += ROW_WIDTH;
                 }
             }
-            if (is_probe(path, path_len)) {
+            int probe_path = is_probe(path, path_len);
+            if ((status == 503 || status == 429) && !probe_path)
+                t->refused++;
+            if (probe_path) {
                 t->probe++;
                 if (t->kept_probe < keep) {
                     t->kept_probe++;

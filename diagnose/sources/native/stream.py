@@ -198,6 +198,11 @@ class _Tally:
                 ev.count(f"status_{code:03d}", n)
                 if code // 100 == 5 or code == 429:
                     self._examples(seg, f"http_{code:03d}", [r for r in seg.rows if r[0] == ROW_HTTP and r[4] == code], n)
+            if seg.refused:
+                ev.count("requests_refused", seg.refused)
+                probes = {r[1] for r in seg.rows if r[0] == ROW_PROBE}
+                self._examples(seg, "request_refused", [r for r in seg.rows if r[0] == ROW_HTTP and r[4] in (503, 429)
+                                                        and r[1] not in probes], seg.refused)
             if seg.probe:
                 ev.count("access_probe_lines", seg.probe)
                 self._examples(seg, "access_probe", [r for r in seg.rows if r[0] == ROW_PROBE], seg.probe)
