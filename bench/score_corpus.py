@@ -106,7 +106,8 @@ def run_case(case: dict, rules=None) -> CaseResult:
         res.error = f"{type(e).__name__}: {e}"
         return res
     # The deployment of the case's engine (a file may hold a client's lines too).
-    main = next((a for a in analyses if a.evidence.fact("engine") == case["engine"]), analyses[0])
+    engine = {"tensorrt-llm": "trtllm"}.get(case["engine"], case["engine"])
+    main = next((a for a in analyses if a.evidence.fact("engine") == engine), analyses[0])
     res.fired = sorted({f.id for a in analyses for f in a.result.findings})
     res.verdict = main.result.verdict.get("bottleneck", "")
     res.facts_right, res.facts_wrong = compare_facts(case.get("facts", {}), main.deployment(),

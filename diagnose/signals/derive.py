@@ -263,6 +263,13 @@ def _kv_binding(v: dict):
     return False
 
 
+def _num(x) -> float | None:
+    try:
+        return float(x) if x is not None and not isinstance(x, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
 def _model_size(ev: Evidence, v: dict) -> None:
     model = v.get("model") or ""
     params = None
@@ -284,11 +291,20 @@ def _model_size(ev: Evidence, v: dict) -> None:
         q = "awq" if re.search(r"awq|gptq|4bit|int4|w4a16|nf4", low) else "fp8" if re.search(r"fp8|int8|w8a8", low) else ""
     bpp = BYTES_PER_PARAM.get(q, 4.0 if v.get("dtype") == "float32" else 2.0)
     v["bytes_per_param"] = bpp
-    if w is not None:
-        v["weights_gib_replica"] = round(w * tp * pp, 2)
-    elif params is not None:
-        v["weights_gib_replica"] = round(params * bpp * GIB_PER_GB, 2)
-    if params is None and w is not None:
+    # The model's size from the model (its name's parameter count × bytes per parameter) before
+    # the memory lines: with --cpu-offload-gb the GPU holds only part of the weights.
+    offload = _num(ev.settings.get("cpu_offload_gb")) or _num((ev.settings.get("launch_args") or {}).get("cpu_offload_gb")
+                                                              if isinstance(ev.settings.get("launch_args"), dict) else None)
+    v["cpu_offload_gb"] = offload or None
+    by_name = params * bpp * GIB_PER_GB if params is not None else None
+    measured = w * tp * pp if w is not None and not offload else None
+    # Measured weights include what the name leaves out (vision towers, embeddings); far below
+    # the name's count they are not the whole model (offloaded, or one rank's share misread).
+    if measured is not None and (by_name is None or measured >= 0.5 * by_name):
+        v["weights_gib_replica"] = round(measured, 2)
+    elif by_name is not None:
+        v["weights_gib_replica"] = round(by_name, 2)
+    if params is None and w is not None and not offload:
         params = round(w * tp * pp / GIB_PER_GB / bpp, 1)
     v["model_params_b"] = params
     if params is not None:
