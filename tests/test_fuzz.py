@@ -129,7 +129,9 @@ def findings(a) -> frozenset:
 
 @pytest.fixture(scope="module")
 def log_seeds():
-    s = seeds_of("log")
+    # Lines of bytes are inserted into these: a UTF-16 file (the corpus keeps one, as PowerShell
+    # writes it) is not made of byte lines; test_inputs reads it whole, damage is tested on UTF-8.
+    s = [p for p in seeds_of("log") if p.read_bytes()[:2] not in (b"\xff\xfe", b"\xfe\xff")]
     assert s, "no log fixtures"
     return s
 

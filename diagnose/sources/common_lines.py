@@ -63,7 +63,9 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
         _exception_line(msg, line, ev, life, when)     # not consumed: OOM and KV wordings below read it too
     if line.ip:
         ev.ray_ips.add(line.ip)
-    # uvicorn access
+    # uvicorn access (after residue a progress bar left on the line, as the bulk paths read it)
+    if not msg.startswith("INFO:") and "INFO:  " in msg and ACCESS.match(msg[msg.find("INFO:  "):]):
+        msg = msg[msg.find("INFO:  "):]
     if msg.startswith("INFO:"):
         m = ACCESS.match(msg)
         if m:
