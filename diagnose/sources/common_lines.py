@@ -50,6 +50,7 @@ BENIGN_EXC = frozenset({"KeyboardInterrupt", "SystemExit", "CancelledError", "Ge
 # log, PyTorch's capability warning. Power and bandwidth are judged against the board's limits.
 GPU_NAMED = re.compile(r"^GPU \d+: (?P<a>NVIDIA [^(]+?) \(UUID: GPU-|^\|\s+\d+\s+(?P<b>NVIDIA [\w .-]+?)\s{2,}(?:On|Off)\s+\|"
                        r"|(?P<c>NVIDIA [\w .-]+?) with CUDA capability sm_\d+")
+REQUEST_LINE = re.compile(r"\] (?:Received|Added|Finished|Aborted) request")     # bulk.REQUEST
 MAX_PREFIXES = 100_000
 PROBE_PATHS = ("/metrics", "/health", "/ping", "/v1/models", "/version", "/load")
 
@@ -64,7 +65,8 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
     if line.ip:
         ev.ray_ips.add(line.ip)
     # uvicorn access (after residue a progress bar left on the line, as the bulk paths read it)
-    if not msg.startswith("INFO:") and "INFO:  " in msg and ACCESS.match(msg[msg.find("INFO:  "):]):
+    # A request line whose prompt quotes an access line stays a request line.
+    if not msg.startswith("INFO:") and "INFO:  " in msg and not REQUEST_LINE.search(line.raw) and ACCESS.match(msg[msg.find("INFO:  "):]):
         msg = msg[msg.find("INFO:  "):]
     if msg.startswith("INFO:"):
         m = ACCESS.match(msg)
