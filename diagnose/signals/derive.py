@@ -47,7 +47,7 @@ def derive(ev: Evidence) -> Signals:
     for name in FACT_NAMES + EXTRA_FACTS + ("nccl_network", "platform", "scheduler_policy", "max_sessions",
                                             "max_queue_depth", "available_gpu_mem_gib", "schedule_conservativeness",
                                             "max_batch_size", "speculative_algorithm", "tokens_per_block", "context_limit_seen",
-                                            "kv_cache_dtype_effective"):
+                                            "kv_cache_dtype_effective", "cuda_graphs_off_reason"):
         v[name] = ev.fact(name)
     _model_size(ev, v)
     _parallelism(ev, v)
@@ -252,7 +252,8 @@ def _kv_cross_check(v: dict, model, per_layer: float, head_share: float, pp: int
 
 def _kv_binding(v: dict):
     """Does the KV cache limit the run? True / False / None (cannot tell)."""
-    hits = [v.get("kv_capacity_error_count", 0) > 0, (v.get("preemptions_total") or 0) > 0,
+    hits = [v.get("kv_capacity_error_count", 0) > 0, v.get("kv_pool_exhausted_count", 0) > 0,
+            (v.get("preemptions_total") or 0) > 0,
             (v.get("paused_samples") or 0) > 0,
             v.get("max_concurrency") is not None and v["max_concurrency"] < 1,
             v.get("kv_usage_p95") is not None and v["kv_usage_p95"] >= 90 and (v.get("waiting_mean") or 0) >= 1]
@@ -339,7 +340,7 @@ def _parallelism(ev: Evidence, v: dict) -> None:
 
 def _events(ev: Evidence, v: dict) -> None:
     c = ev.event_counts
-    for k in ("oom", "engine_dead", "nccl_error", "kv_capacity_error", "preemption",
+    for k in ("oom", "engine_dead", "nccl_error", "kv_capacity_error", "kv_pool_exhausted", "preemption",
               "eager_mode", "allreduce_pcie", "allreduce_no_p2p", "traceback", "uncaught_exception",
               "stop_requested", "failure_after_stop"):
         v[f"{k}_count"] = c.get(k, 0)

@@ -136,7 +136,8 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
         ev.add_event("traceback", src, n, line.raw, when)
         life = lifecycle(ev, src)
         life.tb = "request" if n - life.request_error <= 3 else "open"
-        return True
+        # "Scheduler hit an exception: Traceback …": the engine's own words come first; its parser reads them too.
+        return msg.lstrip().startswith("Traceback")
     if ("Error" in msg or "Exception" in msg) and REQUEST_ERROR.search(msg):
         lifecycle(ev, src).request_error = n
         ev.add_event("request_error", src, n, lambda: redact(line.raw), when)

@@ -17,7 +17,7 @@ GREP_KEYWORDS = [
     "throughput", "with config:", "non-default args", "args: Namespace", "version",
     "KV cache", "KV Cache", "Maximum concurrency", "blocks:", "took", "takes",
     "total_gpu_memory", "Cudagraph", "CUDA graph", "cudagraph", "eager",
-    "allreduce", "NCCL", "Ray", "preempted", "Error", "error", "out of memory", "OutOfMemory", "could not be allocated", "ALLOC_FAILED",
+    "allreduce", "NCCL", "Ray", "preempted", "Error", "error", "out of memory", "Out of memory", "Cuda graph is disabled", "OutOfMemory", "could not be allocated", "ALLOC_FAILED",
     "died", "timed out", "Traceback", "Exception", "Interrupt", "SystemExit", "failed to start",
     "SIGTERM", "SIGINT", "placement group", "█  model", "(UUID: GPU-", "CUDA capability", "  NVIDIA ", "signal", "Shutting down", "Terminated", "Aborted", "Stopping", "HTTP/1", "request", "startup complete",
     "max model len", "max_num_batched_tokens", "context length", "max_seq_len", "maximum model length", "detected platform",

@@ -23,6 +23,7 @@ OLD_ITEM = re.compile(r"#(?P<k>\w+): (?P<v>[\d.]+)%?")
 # Three lazy `.*?` around optional groups backtracked cubically when `avail mem=` was missing (a
 # 2 KB line: 16 s, 8 KB: 12 min); the lookahead fails such a line at once. The optional groups,
 # each tried before skipped, now also capture type= and dtype= (lazily skipped, they never did).
+LOAD_QUANT = re.compile(r"\bquant=(\w+)")
 LOAD_END = re.compile(r"Load weight end\.(?=.*?avail mem=[\d.]+ GB)(?:.*?\btype=(?P<type>\w+))?(?:.*?dtype=torch\.(?P<dtype>\w+))?"
                       r".*?avail mem=(?P<avail>[\d.]+) GB(?:, mem usage=(?P<usage>[\d.]+) GB)?")
 LOAD_BEGIN = re.compile(r"Load weight begin\. avail mem=(?P<avail>[\d.]+) GB")
@@ -35,6 +36,10 @@ READY = re.compile(r"The server is fired up and ready to roll")
 RETRACT = re.compile(r"(?:[Dd]ecode out of memory happened|KV cache pool is full\. Retract requests)[.,] #retracted_reqs: (?P<n>\d+)")
 # The KV token pool ran out (not a CUDA allocation failure): SGLang asks for a smaller batch.
 POOL_OOM = re.compile(r"(?:(?:Prefill|Decode) o|^O|: O)ut of memory\. Try to lower your batch size")
+# Fewer decode lines than this in a file: its prefill lines count as samples too.
+PREFILL_AS_SAMPLES_BELOW = 6
+# SGLang turns graphs off itself for some backends ("… because of using torch native attention backend").
+GRAPH_OFF = re.compile(r"Cuda graph is disabled because of using (?P<why>.+?)\.?\s*$")
 NOT_ENOUGH = re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static")
 CRASH = re.compile(r"Scheduler hit an exception|Received sigquit from a child process|TpModelWorkerClient hit an exception|Exception in run_scheduler_process|detokenizer.*hit an exception")
 CMDLINE = re.compile(r"sglang\.launch_server\b(?P<args>.*)$")
@@ -71,6 +76,8 @@ class SglangParser:
         self._prefill_seqs = 0.0
         self._last_decode = None
         self._decode_seen = False
+        self._decode_rows = 0
+        self._prefill_rows: list = []     # prefill lines as samples of the gauges, kept aside
 
     # -- continuation of a wrapped dump ------------------------------------------------
     def wants_more(self) -> bool:
@@ -81,6 +88,13 @@ class SglangParser:
 
     def finish(self, ev: Evidence) -> None:
         self._dump.finish(ev)
+        # Decode lines come every N decode steps: a run that is mostly prefill (a burst of long
+        # prompts) may leave one or two. Then the prefill lines are the samples of running,
+        # queue and KV usage, beside those decode lines.
+        if self._decode_seen and self._decode_rows < PREFILL_AS_SAMPLES_BELOW and len(self._prefill_rows) > self._decode_rows:
+            ev.stats_rows.extend(self._prefill_rows)
+            ev.stats_rows.sort(key=lambda r: (r.get("source") or "", r.get("line") or 0))
+        self._prefill_rows = []
 
     # -- lines ------------------------------------------------------------------------
     def feed(self, line: Line, ev: Evidence, when) -> bool:
@@ -178,18 +192,23 @@ class SglangParser:
             self._prefill_seqs += num(items.get("#new-seq")) or 0
             ev.count("sglang_prefill_lines")
             ev.add_event("prefill_batch", line.source, line.lineno, line.raw, when)
+            # Logs with no Decode line (prefill-heavy excerpts) still show load and queue.
+            usage = num(items.get("token usage", items.get("full token usage")))
+            row = {"time": when, "source": line.source, "line": line.lineno,
+                   "engine_idx": _dp_rank(line.tags), "running": num(items.get("#running-req")),
+                   "waiting": num(items.get("#queue-req")),
+                   "kv_usage": usage * 100 if usage is not None else None,
+                   "prompt_tps": num(items.get("input throughput (token/s)")), "kind": "prefill"}
             if not self._decode_seen:
-                # Logs with no Decode line (prefill-heavy excerpts) still show load and queue.
-                usage = num(items.get("token usage", items.get("full token usage")))
-                ev.add_stats({"time": when, "source": line.source, "line": line.lineno,
-                              "engine_idx": _dp_rank(line.tags), "running": num(items.get("#running-req")),
-                              "waiting": num(items.get("#queue-req")),
-                              "kv_usage": usage * 100 if usage is not None else None,
-                              "prompt_tps": num(items.get("input throughput (token/s)")), "kind": "prefill"})
+                ev.add_stats(row)
+            elif len(self._prefill_rows) < PREFILL_AS_SAMPLES_BELOW * 100:
+                self._prefill_rows.append(row)
             return
         if not self._decode_seen:
             self._decode_seen = True
+            self._prefill_rows = [r for r in ev.stats_rows if r.get("kind") == "prefill" and r["source"] == line.source]
             ev.stats_rows[:] = [r for r in ev.stats_rows if r.get("kind") != "prefill" or r["source"] != line.source]
+        self._decode_rows += 1
         usage = num(items.get("token usage", items.get("full token usage")))
         running = num(items.get("#running-req"))
         tokens = num(items.get("#token", items.get("#full token")))
@@ -229,6 +248,9 @@ class SglangParser:
             ev.set_fact("dtype", m.group("dtype"), line.source, line.lineno, line.raw, override=False)
         if m.group("type"):
             ev.set_fact("architecture", m.group("type"), line.source, line.lineno, line.raw)
+        q = LOAD_QUANT.search(line.msg)     # newer builds: "quant=fp8, fmt=e4m3" (the checkpoint's own)
+        if q and ev.fact("quantization") in (None, "None", ""):
+            ev.set_fact("quantization", q.group(1), line.source, line.lineno, line.raw)
         ev.add_event("startup_load", line.source, line.lineno, line.raw, when)
 
     def _load_begin(self, m, line, ev, when):
@@ -284,7 +306,13 @@ class SglangParser:
             ev.counters["retracted_total"] = ev.counters.get("retracted_total", 0) + int(m.group("n"))
 
     def _pool_oom(self, m, line, ev, when):
-        ev.add_event("kv_capacity_error", line.source, line.lineno, line.raw, when)
+        # The token pool ran dry while serving: the KV cache was full at run time, not too small
+        # to start (that is NOT_ENOUGH). One exhaustion prints the line twice (log + exception).
+        ev.add_event("kv_pool_exhausted", line.source, line.lineno, line.raw, when)
+
+    def _graph_off(self, m, line, ev, when):
+        ev.set_fact("cuda_graphs", False, line.source, line.lineno, line.raw)
+        ev.set_fact("cuda_graphs_off_reason", m.group("why"), line.source, line.lineno, line.raw)
 
     def _not_enough(self, m, line, ev, when):
         ev.add_event("kv_capacity_error", line.source, line.lineno, line.raw, when)
@@ -303,7 +331,7 @@ class SglangParser:
     _simple = [
         (LOAD_END, _load_end), (LOAD_BEGIN, _load_begin), (KV_ALLOC, _kv_alloc), (KV_DTYPE, _kv_dtype),
         (MAX_TOTAL, _max_total), (GRAPH_BS, _graph_bs), (GRAPH_END, _graph_end), (READY, _ready),
-        (RETRACT, _retract), (POOL_OOM, _pool_oom), (NOT_ENOUGH, _not_enough), (CRASH, _crash),
+        (RETRACT, _retract), (POOL_OOM, _pool_oom), (GRAPH_OFF, _graph_off), (NOT_ENOUGH, _not_enough), (CRASH, _crash),
         (CMDLINE, _cmdline), (NCCL_VER, _nccl),
     ]
 
