@@ -326,6 +326,13 @@ def _parallelism(ev: Evidence, v: dict) -> None:
         v["tp_spans_nodes"] = bool((per_node is not None and int(tp) > per_node)
                                    or (int(pp) == 1 and (nodes or 0) > 1)
                                    or (int(pp) == 1 and net_between_ranks))
+        # NCCL's own word on the tensor-parallel communicator (nRanks = TP) settles it — when no
+        # other group (PP, DP) has the same size.
+        tp_comm_nodes = ev.nccl_comms.get(int(tp))
+        if tp_comm_nodes is not None and int(tp) not in (int(pp), int(v.get("data_parallel_size") or 1)):
+            v["tp_spans_nodes"] = tp_comm_nodes > 1
+            if tp_comm_nodes == 1 and per_node is not None and per_node < int(tp):
+                per_node = int(tp)
         v["gpus_per_node"] = int(per_node) if per_node else None
         v["tp_over_pcie"] = (ev.has_event("allreduce_pcie") or ev.has_event("allreduce_no_p2p")
                              or ev.has_event("nccl_shm"))

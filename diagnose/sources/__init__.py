@@ -524,10 +524,15 @@ def _derive_facts(ev: Evidence) -> None:
         # Lower bound: weights + KV fit inside gpu_memory_utilization of the card.
         est = (f("weights_gib_per_gpu") + f("kv_cache_memory_gib")) / float(f("gpu_memory_utilization") or 0.9)
         ev.set_fact("gpu_memory_gib", round(est, 1), text="(estimated: (weights + KV cache) / gpu_memory_utilization)")
-    # Ray tags only workers on other nodes with `ip=`; NCCL names every host.
-    nodes = max(len(ev.hosts), len(ev.ray_ips) + 1 if ev.ray_ips else 0)
+    # Ray tags only workers on other nodes with `ip=`; NCCL names every host. Interleaved output
+    # cuts line starts: a host name that ends another one (`pseek-v2-5-0-1`) is that one.
+    hosts = {h for h in ev.hosts if not any(o != h and o.endswith(h) for o in ev.hosts)}
+    nodes = max(len(hosts), len(ev.ray_ips) + 1 if ev.ray_ips else 0)
+    # NCCL says how many nodes each communicator spans: the largest is the deployment's.
+    if ev.nccl_comms:
+        nodes = max(nodes, max(ev.nccl_comms.values()))
     if nodes > 1:
-        seen = sorted(ev.hosts) or sorted(ev.ray_ips)
+        seen = sorted(hosts) or sorted(ev.ray_ips)
         ev.set_fact("nodes", nodes, text="(distinct hosts in NCCL / Ray lines: " + ", ".join(seen[:8]) + ")")
     if ev.has_event("eager_mode") and f("cuda_graphs") is None:
         ev.set_fact("cuda_graphs", False)

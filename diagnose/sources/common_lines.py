@@ -50,6 +50,8 @@ BENIGN_EXC = frozenset({"KeyboardInterrupt", "SystemExit", "CancelledError", "Ge
 # log, PyTorch's capability warning. Power and bandwidth are judged against the board's limits.
 GPU_NAMED = re.compile(r"^GPU \d+: (?P<a>NVIDIA [^(]+?) \(UUID: GPU-|^\|\s+\d+\s+(?P<b>NVIDIA [\w .-]+?)\s{2,}(?:On|Off)\s+\|"
                        r"|(?P<c>NVIDIA [\w .-]+?) with CUDA capability sm_\d+")
+# `comm 0x… rank 1 nRanks 8 nNodes 1 localRanks 8 …`: the communicator's size and the nodes it spans.
+NCCL_COMM = re.compile(r"\bnRanks (\d+) nNodes (\d+)\b")
 REQUEST_LINE = re.compile(r"\] (?:Received|Added|Finished|Aborted) request")     # bulk.REQUEST
 MAX_PREFIXES = 100_000
 PROBE_PATHS = ("/metrics", "/health", "/ping", "/v1/models", "/version", "/load")
@@ -264,6 +266,9 @@ def _nccl(text: str, line: Line, ev: Evidence, when) -> None:
         net = text[len("Using network "):].strip()
         ev.set_fact("nccl_network", net, src, n, raw)
         ev.add_event("nccl_network_socket" if net == "Socket" else "nccl_network_ib", src, n, raw, when)
+    elif " nNodes " in text and (m := NCCL_COMM.search(text)):
+        ranks, nodes = int(m.group(1)), int(m.group(2))
+        ev.nccl_comms[ranks] = max(nodes, ev.nccl_comms.get(ranks, 0))
     elif "NET/IB : No device found" in text:
         ev.add_event("nccl_ib_missing", src, n, raw, when)
     else:
