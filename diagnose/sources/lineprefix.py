@@ -65,6 +65,8 @@ def peel(source: str, lineno: int, text: str) -> Line:
     if "\x1b" in text:
         text = ANSI.sub("", text)
     text = text.rstrip("\r\n ")
+    if "\r" in text:       # a progress bar redrawn with CRs, then the log line: what a terminal shows
+        text = text[text.rfind("\r") + 1:]
     raw = text
     if text.startswith("> "):
         text = text[2:]
