@@ -66,6 +66,8 @@ DEAD = re.compile(
 ARG_LINE = re.compile(r"^\s*(?P<flag>--[a-z][\w-]*)(?:[= ]+(?P<val>\"[^\"]*\"|'[^']*'|[^\s\\]+))?\s*\\?\s*$")
 SPEC_V1 = re.compile(r"SpecDecoding metrics: .*?(?:Avg )?Draft acceptance rate: (?P<r>[\d.]+)%")
 SPEC_V0 = re.compile(r"Speculative metrics: Draft acceptance rate: (?P<r>[\d.]+)")
+# Later V1 builds give counts, not a rate: "Mean acceptance length: 2.47, …, Accepted: 440 tokens, Drafted: 1495 tokens".
+SPEC_COUNTS = re.compile(r"SpecDecoding metrics: .*?Accepted: (?P<a>\d+) tokens, Drafted: (?P<d>\d+) tokens")
 # The start-up memory check names the GPU's total memory even when it fails.
 FREE_MEM = re.compile(r"Free memory on device (?:\S+ )?\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup")
 PLATFORM = re.compile(r"Automatically detected platform (?P<p>\w+)")
@@ -386,7 +388,14 @@ class VllmParser:
         note_failure(ev, "engine_dead", line, when)
 
     def _spec(self, m, line, ev, when):
-        r = float(m.group("r"))
+        if m.re is SPEC_COUNTS:
+            drafted = int(m.group("d"))
+            if not drafted:         # an interval without drafts says nothing about acceptance
+                ev.set_fact("speculative", True, line.source, line.lineno, line.raw)
+                return
+            r = 100.0 * int(m.group("a")) / drafted
+        else:
+            r = float(m.group("r"))
         if m.re is SPEC_V0:
             r *= 100.0
         ev.set_fact("speculative", True, line.source, line.lineno, line.raw)
@@ -406,7 +415,7 @@ class VllmParser:
         (PROFILE_1L, _profile), (WEIGHTS, _weights), (CAPTURE_DONE, _capture_done),
         (CAPTURE_ON, _capture_on), (EAGER, _eager), (COMPILE, _compile), (INIT, _init),
         (AR_PCIE, _ar_pcie), (AR_P2P, _ar_p2p), (AR_NODES, _ar_nodes), (RAY_SPREAD, _ray_spread), (PREEMPT, _preempt), (KV_ERR, _kv_err),
-        (DEAD, _dead), (SPEC_V1, _spec), (SPEC_V0, _spec), (PLATFORM, _platform),
+        (DEAD, _dead), (SPEC_V1, _spec), (SPEC_COUNTS, _spec), (SPEC_V0, _spec), (PLATFORM, _platform),
         (FREE_MEM, _free_mem),
     ]
 
