@@ -1,6 +1,6 @@
 """Standalone fuzzer for every input parser: `python bench/fuzz.py --inputs 100000 [--seed N]`.
 
-Each input is a mutation of one seed file (the fixtures, and ../shared/samples when present):
+Each input is a mutation of one seed file (the fixtures, fixtures/samples included):
 a slice of it, truncated, with random bytes spliced in, bytes flipped, NUL bytes and invalid
 UTF-8, lines shuffled or interleaved with another seed (mixed engines, several processes),
 numbers replaced by `nan` / `inf` / `1e309` / negatives, month-day stamps moved across a year
@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-SEED_DIRS = [ROOT / "fixtures", ROOT.parent / "shared" / "samples"]
+SEED_DIRS = [ROOT / "fixtures"]     # fixtures/samples included
 SLICE_BYTES = 24 * 1024          # seeds larger than this are cut to a slice of at most this
 HANG_SECONDS = 20                # one input taking longer than this counts as a failure (a hang)
 

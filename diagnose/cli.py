@@ -40,41 +40,68 @@ def _die(msg: str) -> None:
     raise typer.Exit(2)
 
 
-analyze_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+# `-h` as well as `--help`, for the main command and every subcommand.
+HELP = {"help_option_names": ["-h", "--help"]}
+
+# The subcommands, dispatched by _main before typer sees the arguments (each is its own app: the
+# main command keeps its FILES... argument, and a run loads only what it needs). Listed in the main
+# help ("\b": click keeps the lines as they are).
+COMMANDS_EPILOG = """\b
+Commands:
+  rules [RULE_ID]  list every rule, or print one rule's documentation
+  gpu --live       sample this machine's GPUs through NVML and diagnose them
+  capacity         KV cache, concurrency and speed bounds for one deployment
+                   (--model MODEL --gpu GPU --context TOKENS)
+
+Run `diagnose COMMAND -h` for a command's options."""
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"diagnose {__version__}")
+        raise typer.Exit()
+
+
+analyze_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+                          context_settings=HELP)
 
 
 @analyze_app.command(help="Diagnose vLLM, SGLang and TensorRT-LLM logs, GPU samples and metrics files: ranked "
-                          "findings, evidence, and the flags to change. FILES: files, directories, globs, .gz, or - for stdin.")
+                          "findings, evidence, and the flags to change. FILES: files, directories, globs, .gz, or - for stdin.",
+                     epilog=COMMANDS_EPILOG)
 def analyze(
-    files: List[str] = typer.Argument(None, metavar="FILES...", show_default=False),
+    files: List[str] = typer.Argument(None, metavar="FILES...", show_default=False,
+                                      help="log, GPU-sample, metrics or targets files; directories, globs, .gz, or - for stdin"),
     format: Format = typer.Option(Format.terminal, "--format", "-f", help="terminal, markdown, json, sarif or junit"),
     fail_on: FailOn = typer.Option(FailOn.none, "--fail-on", help="exit 1 when a finding is at or above this severity"),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="with --baseline: exit 1 when a key signal got worse beyond its noise band"),
-    baseline: List[str] = typer.Option([], "--baseline", help="the run to compare with: a log (repeatable) or a saved JSON report"),
-    baseline_window: Optional[str] = typer.Option(None, "--baseline-window", help="with --prometheus: the earlier window to compare with, START,END (ISO times) or a duration back from --start, e.g. 1d"),
-    ignore: List[str] = typer.Option([], "--ignore", help="rule ids to suppress (comma-separated or repeated)"),
-    rules: List[str] = typer.Option([], "--rules", help="a directory of extra rule files (repeatable)"),
-    config: Optional[str] = typer.Option(None, "--config", help="project config (default: ./.diagnose.toml when present)"),
-    output: Optional[str] = typer.Option(None, "--output", "-o", help="write the report to this file"),
+    baseline: List[str] = typer.Option([], "--baseline", metavar="FILE", help="the run to compare with: a log (repeatable) or a saved JSON report"),
+    baseline_window: Optional[str] = typer.Option(None, "--baseline-window", metavar="DURATION|START,END", help="with --prometheus: the earlier window to compare with, START,END (ISO times) or a duration back from --start, e.g. 1d"),
+    ignore: List[str] = typer.Option([], "--ignore", metavar="RULE_ID[,...]", help="rule ids to suppress (comma-separated or repeated)"),
+    rules: List[str] = typer.Option([], "--rules", metavar="DIR", help="a directory of extra rule files (repeatable)"),
+    config: Optional[str] = typer.Option(None, "--config", metavar="FILE", help="project config (default: ./.diagnose.toml when present)"),
+    output: Optional[str] = typer.Option(None, "--output", "-o", metavar="FILE", help="write the report to this file"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="list rules that were not applicable"),
     no_redact: bool = typer.Option(False, "--no-redact", help="show prompts and user text from request logs"),
-    year: Optional[int] = typer.Option(None, "--year", help="year of the first timestamp (logs omit it)"),
-    gpu_start: Optional[str] = typer.Option(None, "--gpu-start", help="when a dmon capture without -o DT started, e.g. '2025-11-14 09:51:38'"),
-    gpu_interval: float = typer.Option(1.0, "--gpu-interval", help="sampling interval of such a capture, seconds"),
-    gpu_name: Optional[str] = typer.Option(None, "--gpu-name", help="GPU model, for samples that do not name it (dmon), e.g. 'H100 SXM'"),
-    targets: Optional[str] = typer.Option(None, "--targets", help="SLO targets (TOML or YAML) per deployment or GPU SKU"),
-    prometheus: Optional[str] = typer.Option(None, "--prometheus", help="diagnose from a live Prometheus at this URL"),
-    since: str = typer.Option("30m", "--since", help="with --prometheus: how far back (e.g. 30m, 2h, 1d)"),
-    start_t: Optional[str] = typer.Option(None, "--start", help="with --prometheus: window start (ISO time); with --end instead of --since"),
-    end_t: Optional[str] = typer.Option(None, "--end", help="with --prometheus: window end (ISO time)"),
-    step: str = typer.Option("15s", "--step", help="with --prometheus: resolution of range queries"),
-    match: str = typer.Option("", "--match", help="with --prometheus: label matchers, e.g. '{namespace=\"prod\"}'"),
-    model: Optional[str] = typer.Option(None, "--model", help="with --prometheus: only this model_name"),
-    token_file: Optional[str] = typer.Option(None, "--prometheus-token-file", help="bearer token for --prometheus, read from this file"),
-    user: Optional[str] = typer.Option(None, "--prometheus-user", help="basic-auth user (password from DIAGNOSE_PROMETHEUS_PASSWORD)"),
+    year: Optional[int] = typer.Option(None, "--year", metavar="YYYY", help="year of the first timestamp (logs omit it)"),
+    gpu_start: Optional[str] = typer.Option(None, "--gpu-start", metavar="TIME", help="when a dmon capture without -o DT started, e.g. '2025-11-14 09:51:38'"),
+    gpu_interval: float = typer.Option(1.0, "--gpu-interval", metavar="SECONDS", help="sampling interval of such a capture, seconds"),
+    gpu_name: Optional[str] = typer.Option(None, "--gpu-name", metavar="GPU", help="GPU model, for samples that do not name it (dmon), e.g. 'H100 SXM'"),
+    targets: Optional[str] = typer.Option(None, "--targets", metavar="FILE", help="SLO targets (TOML or YAML) per deployment or GPU SKU"),
+    prometheus: Optional[str] = typer.Option(None, "--prometheus", metavar="URL", help="diagnose from a live Prometheus at this URL"),
+    since: str = typer.Option("30m", "--since", metavar="DURATION", help="with --prometheus: how far back (e.g. 30m, 2h, 1d)"),
+    start_t: Optional[str] = typer.Option(None, "--start", metavar="TIME", help="with --prometheus: window start (ISO time); with --end instead of --since"),
+    end_t: Optional[str] = typer.Option(None, "--end", metavar="TIME", help="with --prometheus: window end (ISO time)"),
+    step: str = typer.Option("15s", "--step", metavar="DURATION", help="with --prometheus: resolution of range queries"),
+    match: str = typer.Option("", "--match", metavar="MATCHERS", help="with --prometheus: label matchers, e.g. '{namespace=\"prod\"}'"),
+    model: Optional[str] = typer.Option(None, "--model", metavar="MODEL", help="with --prometheus: only this model_name"),
+    token_file: Optional[str] = typer.Option(None, "--prometheus-token-file", metavar="FILE", help="bearer token for --prometheus, read from this file"),
+    user: Optional[str] = typer.Option(None, "--prometheus-user", metavar="USER", help="basic-auth user (password from DIAGNOSE_PROMETHEUS_PASSWORD)"),
     insecure: bool = typer.Option(False, "--insecure", help="do not verify the Prometheus TLS certificate"),
-    timeout: float = typer.Option(30.0, "--timeout", help="seconds to wait for each Prometheus answer"),
+    timeout: float = typer.Option(30.0, "--timeout", metavar="SECONDS", help="seconds to wait for each Prometheus answer"),
     partial: bool = typer.Option(False, "--partial", help="report what was fetched when Prometheus fails part-way"),
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                 help="print the version and exit"),
 ) -> None:
     from . import redact
     from .config import ConfigError, load_config
@@ -124,6 +151,10 @@ def analyze(
     unknown = sorted(cli_ignored - known)
     if unknown:
         _die(f"--ignore: unknown rule id(s): {', '.join(unknown)} (see `diagnose rules`)")
+    from .config import check_rule_ids
+    bad = check_rule_ids(cfg, all_rules, RETIRED_IDS)
+    if bad:
+        _die(bad)
     if baseline_window:
         if not prom:
             _die("--baseline-window needs --prometheus")
@@ -187,14 +218,19 @@ def analyze(
 def _prometheus_args(url, since, start_t, end_t, step, match, model, token_file, user, insecure, timeout, partial) -> dict:
     from datetime import datetime, timezone
     from .sources.prometheus import parse_since
-    now = datetime.now(timezone.utc).replace(tzinfo=None)
-    try:
-        end = datetime.fromisoformat(end_t) if end_t else now
-        start = datetime.fromisoformat(start_t) if start_t else end - parse_since(since)
-    except ValueError as e:
-        _die(f"--start/--end/--since: {e}")
+    end = _utc_time("--end", end_t) if end_t is not None else datetime.now(timezone.utc)
+    if start_t is not None:
+        start = _utc_time("--start", start_t)
+    else:
+        try:
+            start = end - parse_since(since)
+        except ValueError as e:
+            _die(f"--since: {e}")
+        except OverflowError:
+            _die(f"--since: too long: {since!r}")
     if start >= end:
-        _die("--start must be before --end")
+        _die(f"--start ({start:%Y-%m-%dT%H:%M:%SZ}) must be before --end ({end:%Y-%m-%dT%H:%M:%SZ}"
+             f"{'' if end_t is not None else ', now'})")
     if model:
         inner = match.strip()[1:-1] if match.strip().startswith("{") else match.strip()
         match = "{" + ",".join(x for x in (inner, f'model_name="{model}"') if x) + "}"
@@ -210,21 +246,34 @@ def _prometheus_args(url, since, start_t, end_t, step, match, model, token_file,
             "insecure": insecure, "timeout": timeout, "partial": partial}
 
 
+def _utc_time(option: str, text: str):
+    """An ISO time as an aware UTC datetime: `Z` and `±HH:MM` offsets are converted, a time without
+    an offset is UTC (what Prometheus shows)."""
+    from datetime import timezone
+    from ._compat import fromisoformat
+    try:
+        t = fromisoformat(text.strip())
+        return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+    except (ValueError, OverflowError):
+        _die(f"{option}: not an ISO time: {text!r} (e.g. 2026-11-24T05:18:21Z, 2026-11-24 07:18:21+02:00)")
+
+
 def _baseline_window(spec: str, prom: dict, kw: dict) -> dict:
     """The same Prometheus query over an earlier window: `START,END` or a shift such as `1d`."""
-    from datetime import datetime
     from .pipeline import analyze_all
     from .sources.prometheus import PromError, parse_since
     p = dict(prom)
     try:
         if "," in spec:
             a, b = spec.split(",", 1)
-            p["start"], p["end"] = datetime.fromisoformat(a.strip()), datetime.fromisoformat(b.strip())
+            p["start"], p["end"] = _utc_time("--baseline-window", a), _utc_time("--baseline-window", b)
         else:
             shift = parse_since(spec)
             p["start"], p["end"] = prom["start"] - shift, prom["end"] - shift
-    except ValueError as e:
+    except (ValueError, OverflowError) as e:
         _die(f"--baseline-window: {e}")
+    if p["start"] >= p["end"]:
+        _die("--baseline-window: START must be before END")
     try:
         runs = analyze_all([], prometheus=p, **{k: v for k, v in kw.items() if k != "rule_dirs"}, rule_dirs=kw.get("rule_dirs"))
     except PromError as e:
@@ -296,11 +345,13 @@ def _write_atomic(path: str, text: str) -> None:
         _die(f"{path}: cannot write report ({e.strerror or e})")
 
 
-rules_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+rules_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+                        context_settings=HELP)
 
 
 @rules_app.command(help="List every rule, or print one rule's full documentation.")
-def rules(rule_id: Optional[str] = typer.Argument(None, metavar="[ID]")) -> None:
+def rules(rule_id: Optional[str] = typer.Argument(None, metavar="[RULE_ID]", show_default=False,
+                                                  help="a rule id, e.g. tp-for-small-model")) -> None:
     from .engine.rules import RETIRED_IDS, RuleError, load_rules
     from .reports.ruledocs import rule_doc, rule_table
     try:
@@ -319,17 +370,18 @@ def rules(rule_id: Optional[str] = typer.Argument(None, metavar="[ID]")) -> None
     sys.stdout.write(rule_doc(match[0]))
 
 
-gpu_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+gpu_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+                      context_settings=HELP)
 
 
 @gpu_app.command(help="Sample the local GPUs through NVML (nvidia-ml-py) and diagnose them; "
                       "--save keeps the samples as a file that `diagnose FILE` reads back later.")
 def gpu(
     live: bool = typer.Option(False, "--live", help="sample the GPUs of this machine now"),
-    seconds: float = typer.Option(10.0, "--seconds", help="how long to sample"),
-    interval: float = typer.Option(1.0, "--interval", help="seconds between samples"),
-    save: Optional[str] = typer.Option(None, "--save", help="write the samples to this file (JSON lines)"),
-    format: Format = typer.Option(Format.terminal, "--format", "-f"),
+    seconds: float = typer.Option(10.0, "--seconds", metavar="SECONDS", help="how long to sample"),
+    interval: float = typer.Option(1.0, "--interval", metavar="SECONDS", help="seconds between samples"),
+    save: Optional[str] = typer.Option(None, "--save", metavar="FILE", help="write the samples to this file (JSON lines)"),
+    format: Format = typer.Option(Format.terminal, "--format", "-f", help="terminal, markdown, json, sarif or junit"),
 ) -> None:
     if not live:
         _die("gpu: nothing to do — use `diagnose gpu --live [--seconds N] [--interval S] [--save FILE]`")

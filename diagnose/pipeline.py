@@ -112,7 +112,11 @@ def analyze_prometheus(p: dict, rules, ignore, overrides, targets) -> list[Analy
         a = analyze_evidence(ev, rules, ignore, overrides, targets)
         a.instance = inst
         return [a]
-    return analyze_fleet(fetched, rules, ignore, overrides, end=p.get("end"), targets=targets)
+    end = p.get("end")
+    if end is not None and end.tzinfo is not None:     # the evidence's times are naive UTC
+        from datetime import timezone
+        end = end.astimezone(timezone.utc).replace(tzinfo=None)
+    return analyze_fleet(fetched, rules, ignore, overrides, end=end, targets=targets)
 
 
 def split_instances(ev: Evidence) -> dict[str, Evidence]:

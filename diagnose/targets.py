@@ -18,7 +18,9 @@ seed 001's per-SKU tables and seed 002's KPIs:
 """
 from __future__ import annotations
 
-import tomllib
+import re
+
+from diagnose._compat import tomllib
 
 KEYS = {"ttft_p50_ms": ("target_ttft_p50_s", 1e-3), "ttft_p99_ms": ("target_ttft_p99_s", 1e-3),
         "tpot_ms": ("target_tpot_s", 1e-3), "itl_ms": ("target_tpot_s", 1e-3),
@@ -41,11 +43,50 @@ def load_targets(path: str) -> dict:
                 d = tomllib.load(fh)
     except FileNotFoundError:
         raise TargetsError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise TargetsError(f"{path}: is a directory, not a targets file") from None
     except Exception as e:     # TOML or YAML syntax
-        raise TargetsError(f"{path}: not valid targets ({str(e).splitlines()[0][:160]})") from None
+        mark = getattr(e, "problem_mark", None)     # YAML: where the parser stopped (0-based)
+        toml_at = re.search(r" \(at line (\d+), column \d+\)", str(e))
+        where = f"{path}:{mark.line + 1}" if mark is not None else f"{path}:{toml_at.group(1)}" if toml_at else path
+        msg = str(e).replace(toml_at.group(0), "") if toml_at else str(e)
+        msg = msg.splitlines()[0][:160] if msg.strip() else type(e).__name__
+        raise TargetsError(f"{where}: not valid targets ({msg})") from None
     if not isinstance(d, dict):
         raise TargetsError(f"{path}: expected a table of targets")
+    err = check_targets(d)
+    if err:
+        raise TargetsError(f"{path}: {err[1]}")
     return d
+
+
+def check_targets(d: dict) -> tuple[str, str] | None:
+    """(key, what is wrong) for an unknown key or a value that is not a number, else None."""
+    def profile(where: str, t) -> tuple[str, str] | None:
+        if not isinstance(t, dict):
+            return where, f"{where} must be a table of targets, not {t!r}"
+        for k, v in t.items():
+            if k not in KEYS:
+                return k, f"{where}: unknown target `{k}` (known: {', '.join(KEYS)})"
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+                return k, f"{where}: `{k}` must be a number ≥ 0, not {v!r}"
+        return None
+
+    for key, v in d.items():
+        if key == "default":
+            err = profile("[default]", v)
+        elif key in ("skus", "deployments"):
+            if not isinstance(v, dict):
+                return key, f"[{key}] must be a table of profiles, e.g. [{key}.NAME]"
+            err = next((e for name, t in v.items() if (e := profile(f'[{key}."{name}"]', t))), None)
+        elif key in KEYS:                 # the flat form: target keys at the top level
+            err = profile("top level", {key: v})
+        else:
+            return key, (f"unknown key `{key}` (expected [default], [skus.GPU], [deployments.\"MODEL\"] "
+                         f"or target keys: {', '.join(KEYS)})")
+        if err:
+            return err
+    return None
 
 
 def select(targets: dict, values: dict) -> dict:

@@ -698,6 +698,7 @@ class BadServer:
         self.forwarded = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self.released = 0                   # hanging handlers that have returned
         self._httpd = None
         self._thread = None
         self._port: int | None = None
@@ -741,6 +742,8 @@ class BadServer:
                                    [("WWW-Authenticate", 'Bearer realm="prometheus"')])
                     elif m == "hang":
                         outer._stop.wait(outer.hang_s)
+                        with outer._lock:
+                            outer.released += 1
                         self.close_connection = True          # no response at all
                     elif m == "html":
                         self._send(200, HTML_PAGE, "text/html; charset=utf-8")
@@ -786,6 +789,9 @@ class BadServer:
 
     def stop(self) -> None:
         self._stop.set()                   # releases hanging handlers at once
+        deadline = time.monotonic() + 5    # and lets them return before the port closes
+        while self.mode == "hang" and self.released < len(self.requests) and time.monotonic() < deadline:
+            time.sleep(0.01)
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import FIXTURES, SHARED, run_cli
+from conftest import FIXTURES, SAMPLES_DIR, run_cli
 
 
 def test_seed004_is_at_the_hardware_limit_with_numbers():
@@ -35,10 +35,7 @@ def test_capacity_command_from_the_main_cli():
 
 
 def test_saved_metrics_files_name_engine_and_model():
-    other = SHARED / "samples" / "other"
-    if not other.exists():
-        import pytest
-        pytest.skip("../shared/samples not present")
+    other = SAMPLES_DIR / "other"
     for name, engine in (("sglang-pr-7944-metrics.prom", "sglang"), ("sglang-pr-1853-metrics.prom", "sglang"),
                          ("aibrix-issue-1614-sglang-dp-metrics.prom", "sglang"),
                          ("tensorrtllm-backend-readme-v0.18.0-metrics.prom", "trtllm")):

@@ -7,15 +7,14 @@ import re
 
 import pytest
 
-from conftest import FIXTURES, SHARED, run_cli
+from conftest import FIXTURES, SAMPLES_DIR, run_cli
 from diagnose.sources import load, resolve
 
-OTHER = SHARED / "samples" / "other"
+OTHER = SAMPLES_DIR / "other"
 GPU_SAMPLES = sorted(p for p in OTHER.glob("*") if re.match(r"(dmon|query-gpu|topo|dcgm|nvlink)-", p.name)
-                     and not p.name.endswith(".log")) if OTHER.exists() else []
+                     and not p.name.endswith(".log"))
 
 
-@pytest.mark.skipif(not GPU_SAMPLES, reason="../shared/samples not present")
 @pytest.mark.parametrize("path", GPU_SAMPLES, ids=[p.name for p in GPU_SAMPLES])
 def test_gpu_sample_parses_into_series_or_topology(path):
     ev = load(resolve([str(path)]))

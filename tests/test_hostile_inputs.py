@@ -20,10 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, ROOT, SHARED, run_cli
+from conftest import FIXTURES, ROOT, SAMPLES_DIR, run_cli
 
-SAMPLES = sorted(p for p in (SHARED / "samples").rglob("*") if p.is_file() and p.suffix != ".md") \
-    if (SHARED / "samples").is_dir() else []
+SAMPLES = sorted(p for p in SAMPLES_DIR.rglob("*") if p.is_file() and p.suffix != ".md")
 LOG = FIXTURES / "scenarios" / "healthy.log"
 FORMATS = ["json", "markdown", "sarif", "junit", "terminal"]
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
@@ -114,7 +113,6 @@ def damaged_sample_runs(tmp_path_factory):
     return by_sample
 
 
-@pytest.mark.skipif(not SAMPLES, reason="../shared/samples not present")
 @pytest.mark.parametrize("sample", SAMPLES, ids=[p.name for p in SAMPLES])
 def test_damaged_sample_gives_an_exit_code_and_no_traceback(sample, damaged_sample_runs):
     for i, fmt, f, r in damaged_sample_runs[sample.name]:
@@ -128,7 +126,6 @@ def test_damaged_sample_gives_an_exit_code_and_no_traceback(sample, damaged_samp
             json.loads(r["stdout"])
 
 
-@pytest.mark.skipif(not SAMPLES, reason="../shared/samples not present")
 def test_damaged_samples_through_the_real_command(tmp_path):
     """The same, a few through `python -m diagnose` itself (the driver above stands in for the rest)."""
     picked = [s for s in SAMPLES if s.suffix in (".log", ".prom", ".txt", ".csv")][::13][:5]
@@ -180,7 +177,7 @@ def test_file_removed_mid_read(tmp_path):
     out, err = p.communicate(timeout=120)
     t.join(5)
     assert not fifo.exists()
-    assert p.returncode in (0, 1), err.decode()
+    assert p.returncode == 0, err.decode()
     d = json.loads(out)
     assert d["inputs"][0]["lines"] == data.count(b"\n")
 
@@ -210,7 +207,7 @@ def test_file_growing_while_read_fifo(tmp_path):
     t = _writer(fifo, chunks, delay=0.02)
     out, err = p.communicate(timeout=120)
     t.join(5)
-    assert p.returncode in (0, 1), err.decode()
+    assert p.returncode == 0, err.decode()
     d = json.loads(out)
     assert d["inputs"][0]["lines"] == len(lines)
 
@@ -238,7 +235,7 @@ def test_regular_file_growing_while_read(tmp_path):
     p = run_cli("--format", "json", f)
     stop.set()
     t.join(5)
-    assert p.returncode in (0, 1), p.stderr.decode()
+    assert p.returncode == 0, p.stderr.decode()
     lines = json.loads(p.stdout)["inputs"][0]["lines"]
     assert start <= lines <= data.count(b"\n") + 1
 

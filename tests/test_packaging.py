@@ -1,9 +1,19 @@
-"""A non-editable install must carry the rules and the C scanner's source: build the wheel and look inside."""
+"""A non-editable install must carry the rules and the C scanner's source: build the wheel and look inside,
+install it and run its console script; the sdist must carry what its own tests need."""
 from __future__ import annotations
 
+import importlib.metadata
+import json
+import os
 import subprocess
 import sys
+import sysconfig
+import tarfile
+import venv
 import zipfile
+from pathlib import Path
+
+import pytest
 
 from conftest import ROOT
 from diagnose.engine.rules import load_rules
@@ -22,3 +32,85 @@ def test_wheel_ships_every_rule_file_and_the_console_script(tmp_path):
     assert "diagnose/sources/native/scan.c" in names
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "diagnose = diagnose.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+
+
+# -- the product as a user installs it ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """The wheel built from this checkout, installed into a fresh virtual environment (its
+    dependencies come from the environment running the tests, so no network is needed)."""
+    d = tmp_path_factory.mktemp("installed")
+    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(d / "dist"), str(ROOT)],
+                       capture_output=True, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    wheel = next((d / "dist").glob("diagnose-*.whl"))
+    venv.create(d / "venv", with_pip=False)
+    py = d / "venv" / "bin" / "python"
+    # The dependencies: this environment's site-packages, after the new one's own (so the wheel's
+    # diagnose, installed there, is the one imported). A .pth line adds a path without running the
+    # .pth files found there (an editable install of the checkout stays out).
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    Path(site, "outer-dependencies.pth").write_text("\n".join(sorted(ours)) + "\n")
+    p = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--ignore-installed", "-q", str(wheel)],
+                       capture_output=True, timeout=300)
+    if p.returncode != 0 and b"no such option: --python" in p.stderr:      # pip < 22.3
+        p = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--ignore-installed", "-q", "--prefix", str(d / "venv"),
+                            str(wheel)], capture_output=True, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    return d / "venv" / "bin"
+
+
+def _run_installed(bin_dir: Path, *args, cwd: Path) -> subprocess.CompletedProcess:
+    # No PYTHONPATH, run from outside the checkout: only the installed package can answer.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(NO_COLOR="1", COLUMNS="120")
+    return subprocess.run([str(bin_dir / "diagnose"), *map(str, args)], capture_output=True, cwd=cwd, env=env,
+                          timeout=120)
+
+
+def test_installed_console_script_diagnoses_the_readme_example(installed, tmp_path):
+    where = subprocess.run([str(installed / "python"), "-c", "import diagnose; print(diagnose.__file__)"],
+                           capture_output=True, cwd=tmp_path, env={k: v for k, v in os.environ.items()
+                                                                   if k != "PYTHONPATH"})
+    assert str(installed.parent) in where.stdout.decode(), "the test must exercise the wheel, not the checkout"
+    p = _run_installed(installed, "--format", "json", ROOT / "fixtures" / "seed003" / "realtime.log", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr.decode()
+    d = json.loads(p.stdout)
+    by = {f["id"]: f for f in d["findings"]}
+    assert by["tp-for-small-model"]["fix"]["flags"]["set"] == {"--tensor-parallel-size": "1", "--data-parallel-size": "4"}
+    assert by["cuda-graphs-disabled"]["fix"]["flags"]["remove"] == ["--enforce-eager"]
+    # the rule files travel inside the package
+    r = _run_installed(installed, "rules", cwd=tmp_path)
+    assert r.returncode == 0 and "tp-for-small-model" in r.stdout.decode()
+    v = _run_installed(installed, "--version", cwd=tmp_path)
+    assert v.returncode == 0 and importlib.metadata.version("diagnose") in v.stdout.decode()
+
+
+def test_installed_console_script_reports_bad_input_in_one_line(installed, tmp_path):
+    p = _run_installed(installed, tmp_path / "no-such.log", cwd=tmp_path)
+    assert p.returncode == 2
+    err = p.stderr.decode().strip().splitlines()
+    assert len(err) == 1 and "no-such.log" in err[0] and "Traceback" not in p.stderr.decode()
+
+
+def test_sdist_holds_what_its_tests_need_and_they_pass(tmp_path):
+    """`python -m build --sdist`, unpacked: the suite's imports resolve there (bench/, fixtures/,
+    tests/), and a sample of the tests passes from the unpacked tree."""
+    p = subprocess.run([sys.executable, "-m", "build", "--sdist", "--outdir", str(tmp_path / "dist"), str(ROOT)],
+                       capture_output=True, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    sdist = next((tmp_path / "dist").glob("diagnose-*.tar.gz"))
+    with tarfile.open(sdist) as tf:
+        tf.extractall(tmp_path / "src", filter="data") if hasattr(tarfile, "data_filter") else tf.extractall(tmp_path / "src")
+    top = next((tmp_path / "src").iterdir())
+    for need in ("LICENSE", "README.md", "pyproject.toml", "bench/score_corpus.py", "bench/hostile_lines.py",
+                 "tests/conftest.py", "fixtures/samples/vllm/MANIFEST.md", "fixtures/real/corpus.toml",
+                 "rules", "diagnose/sources/native/scan.c", "scripts/bootstrap"):
+        assert (top / need).exists(), f"the sdist lacks {need}"
+    env = dict(os.environ, PYTHONPATH=str(top))
+    q = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_rule_files.py",
+                        "tests/test_seeds.py", "tests/test_samples.py"], capture_output=True, cwd=top, env=env,
+                       timeout=600)
+    assert q.returncode == 0, q.stdout.decode()[-3000:]

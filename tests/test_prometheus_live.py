@@ -10,15 +10,15 @@ Two groups:
 * test_cli_*: call the CLI as a user would and check the diagnosis / the error contract
   (exit 2, exactly one stderr line naming the URL, no traceback).
 
-Everything that needs the Prometheus binaries skips with a reason when `prometheus`/`promtool` are
-not on PATH (Debian: apt-get install prometheus).
+Everything that needs the Prometheus binaries FAILS when `prometheus`/`promtool` are not on PATH
+(Debian: apt-get install prometheus; the README's test command installs it): a real Prometheus is a
+required part of the suite, and a skip would let CI go green without testing it.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
-import time
 from datetime import timedelta
 
 import pytest
@@ -44,8 +44,8 @@ def _no_proxy_for_loopback(monkeypatch):
 def prom_tools():
     missing = missing_tools()
     if missing:
-        pytest.skip(f"{' and '.join(missing)} not on PATH: the live Prometheus tests need the Prometheus "
-                    f"server and promtool (Debian/Ubuntu: apt-get install prometheus)")
+        pytest.fail(f"{' and '.join(missing)} not on PATH: the live Prometheus tests need the Prometheus "
+                    f"server and promtool (Debian/Ubuntu: apt-get install prometheus)", pytrace=False)
 
 
 class Live:
@@ -307,12 +307,13 @@ def test_harness_bad_server_modes(mode):
 
 
 def test_harness_bad_server_hang_holds_then_releases():
-    t0 = time.monotonic()
     with BadServer("hang") as bad:
         with pytest.raises(requests.exceptions.ReadTimeout):
             _session().get(bad.url + "/api/v1/query", params={"query": "up"}, timeout=1.5)
-        assert len(bad.requests) == 1
-    assert time.monotonic() - t0 < 5, "stopping a hanging BadServer must not wait for the hang"
+        assert len(bad.requests) == 1 and bad.released == 0, "the handler must still be hanging"
+    # stopping releases the hanging handler instead of waiting out its hang
+    assert bad.released == 1
+    assert not port_open(bad.port)
 
 
 def test_harness_bad_server_dies_midway(prom):
@@ -331,7 +332,7 @@ def _diagnose(prom, scenario, *extra):
     p = run_cli("--prometheus", prom.url, "--match", prom.data[scenario].match, "--since", SINCE,
                 "--format", "json", *extra)
     err = p.stderr.decode(errors="replace")
-    assert p.returncode in (0, 1), f"exit {p.returncode}\n{err[-3000:]}"
+    assert p.returncode == 0, f"exit {p.returncode}\n{err[-3000:]}"
     assert "Traceback" not in err, err[-3000:]
     try:
         return json.loads(p.stdout)
@@ -407,7 +408,7 @@ def test_cli_explicit_start_end_and_step(prom):
     end = d.end.strftime("%Y-%m-%dT%H:%M:%SZ")
     p = run_cli("--prometheus", prom.url, "--match", d.match, "--start", start, "--end", end, "--step", "30s",
                 "--format", "json")
-    assert p.returncode in (0, 1), p.stderr.decode()[-3000:]
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
     a = _single(json.loads(p.stdout))
     assert "client-bound" in _ids(a) and _bottleneck(a) == "client-bound", _summary(a)
 
@@ -461,11 +462,9 @@ def test_cli_bad_server(mode):
 
 def test_cli_hang_times_out(tmp_path):
     with BadServer("hang") as bad:
-        t0 = time.monotonic()
         p = _fail_cli(bad.url, "--timeout", "5")
-        took = time.monotonic() - t0
+    # how long it takes is measured by bench/hostile_lines.py
     _assert_clean_failure(p, f"127.0.0.1:{bad.port}")
-    assert took < 20, f"--timeout 5 against a hanging server took {took:.1f} s"
 
 
 def test_cli_token_file_is_sent(tmp_path):
@@ -492,7 +491,7 @@ def test_cli_partial_reports_what_was_fetched(prom):
                     "--format", "json", "--timeout", "5", "--partial")
         assert bad.forwarded == 2
     err = p.stderr.decode(errors="replace")
-    assert p.returncode in (0, 1), err[-3000:]
+    assert p.returncode == 0, err[-3000:]
     assert "Traceback" not in err
     d = json.loads(p.stdout)
     text = json.dumps(d, default=str).lower()

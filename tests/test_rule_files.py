@@ -4,9 +4,7 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
-
-from conftest import SHARED, run_cli
+from conftest import FIXTURES, run_cli
 from diagnose.engine.rules import DOC_SECTIONS, load_rules
 
 ISSUE2_IDS = {
@@ -28,9 +26,8 @@ ISSUE_IDS = {"tp-rank-imbalance",   # issue 4: "uneven load across TP ranks"
              "replica-imbalance", "replica-down"}   # issue 5: fleet rules
 
 
-@pytest.mark.skipif(not (SHARED / "rule-catalogue.md").exists(), reason="../shared not present")
 def test_every_rule_id_is_in_the_catalogue():
-    catalogue = (SHARED / "rule-catalogue.md").read_text()
+    catalogue = (FIXTURES / "rule-catalogue.md").read_text()
     listed = set(re.findall(r"`([a-z][a-z0-9-]+)`", catalogue)) | ISSUE_IDS
     for r in load_rules():
         assert r.id in listed, f"{r.id} is not a catalogue id"
@@ -76,7 +73,7 @@ def test_an_edited_rule_file_takes_effect_on_the_next_run(tmp_path):
     def fix_titles():
         p = subprocess.run([sys.executable, "-m", "diagnose", "--format", "json", "--rules", str(mine), str(log)],
                            capture_output=True, env=env, timeout=120)
-        assert p.returncode in (0, 1), p.stderr.decode()
+        assert p.returncode == 0, p.stderr.decode()
         return {f["id"]: f.get("fix_title") for f in json.loads(p.stdout)["findings"]}
 
     rule.write_text(src.replace('condition = "', 'condition = "True or '), encoding="utf-8")

@@ -1,4 +1,4 @@
-"""The scenarios the product was born from (../shared/seeds) as end-to-end checks."""
+"""The scenarios the product was born from (../shared/seeds; their logs are in fixtures/seed00N) as end-to-end checks."""
 from __future__ import annotations
 
 import json

@@ -31,25 +31,26 @@ def _die(msg: str) -> None:
     raise typer.Exit(2)
 
 
-capacity_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+capacity_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+                           context_settings={"help_option_names": ["-h", "--help"]})
 
 
 @capacity_app.command(help="KV cache per token and per sequence, how many sequences fit, weights per GPU, "
                            "the recommended concurrency and upper bounds on decode / prefill speed for one "
                            "deployment: is it the config, or the hardware's limit?")
 def capacity_cmd(
-    model: Optional[str] = typer.Option(None, "--model", help="model name or HF id from the built-in table, "
+    model: Optional[str] = typer.Option(None, "--model", metavar="MODEL", help="model name or HF id from the built-in table, "
                                                              "e.g. meta-llama/Llama-3.3-70B-Instruct"),
-    model_config: Optional[str] = typer.Option(None, "--model-config", help="a Hugging Face config.json"),
-    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name, e.g. H100, A100 80GB, L40S, GB10"),
-    tp: int = typer.Option(1, "--tp", help="tensor-parallel size"),
-    pp: int = typer.Option(1, "--pp", help="pipeline-parallel size"),
-    dp: int = typer.Option(1, "--dp", help="data-parallel replicas"),
-    context: Optional[int] = typer.Option(None, "--context", help="tokens per sequence (prompt + output)"),
-    kv_dtype: str = typer.Option("auto", "--kv-dtype", help="auto, fp32, fp16, bf16, fp8"),
-    weight_dtype: Optional[str] = typer.Option(None, "--weight-dtype",
+    model_config: Optional[str] = typer.Option(None, "--model-config", metavar="FILE", help="a Hugging Face config.json"),
+    gpu: Optional[str] = typer.Option(None, "--gpu", metavar="GPU", help="GPU name, e.g. H100, A100 80GB, L40S, GB10"),
+    tp: int = typer.Option(1, "--tp", metavar="N", help="tensor-parallel size"),
+    pp: int = typer.Option(1, "--pp", metavar="N", help="pipeline-parallel size"),
+    dp: int = typer.Option(1, "--dp", metavar="N", help="data-parallel replicas"),
+    context: Optional[int] = typer.Option(None, "--context", metavar="TOKENS", help="tokens per sequence (prompt + output)"),
+    kv_dtype: str = typer.Option("auto", "--kv-dtype", metavar="DTYPE", help="auto, fp32, fp16, bf16, fp8"),
+    weight_dtype: Optional[str] = typer.Option(None, "--weight-dtype", metavar="DTYPE",
                                                help="bf16, fp16, fp8, int8, int4, fp4, mxfp4 (default: the checkpoint's)"),
-    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization",
+    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization", metavar="FRACTION",
                                                  help="share of GPU memory the engine may use"),
     kv_memory: Optional[float] = typer.Option(None, "--kv-memory", metavar="GIB",
                                               help="KV budget per GPU in GiB, instead of deriving it"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
+from diagnose._compat import tomllib
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path

@@ -9,11 +9,12 @@ import json
 import os
 import re
 import tempfile
-import tomllib
+from diagnose._compat import tomllib
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cachedir import cache_dir, private_dir, private_file
 from .expr import ExprError, compile_expr
 
 SEVERITIES = ("critical", "high", "medium", "low", "info")
@@ -88,7 +89,10 @@ class _ParsedFiles:
     """Rule files as tomllib parsed them, kept between runs in $XDG_CACHE_HOME/diagnose (beside
     the C scanner) and keyed by a digest of each file's text, so an edited file is parsed anew:
     parsing is half the time of loading the rules, ~25 ms of every run. Where the cache cannot
-    be read or written, files are parsed every time."""
+    be read or written, or is not this user's alone (cachedir.private_file), files are parsed
+    every time. Entries are kept by last use: a hit moves its entry to the end, and a run that
+    parsed something new writes the file with the KEEP most recently used (a run with only hits
+    writes nothing: its uses are recorded by the next run that writes)."""
 
     KEEP = 1000     # entries: the built-in rules of a few versions, and the user's own
 
@@ -98,21 +102,22 @@ class _ParsedFiles:
 
     @staticmethod
     def path() -> Path:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        return base / "diagnose" / "rules-parsed-v1.json"
+        return cache_dir() / "rules-parsed-v1.json"
 
     def loads(self, raw: str) -> dict:
         if self.entries is None:
             try:
-                self.entries = dict(json.loads(self.path().read_text(encoding="utf-8")))
+                path = self.path()
+                self.entries = dict(json.loads(path.read_text(encoding="utf-8"))) if private_file(path) else {}
             except (OSError, ValueError, TypeError):
                 self.entries = {}
         # Two checksums and the length: an edit that keeps all three is not a real risk, and
         # zlib is loaded already (hashlib would load OpenSSL: 10 ms of every run).
         b = raw.encode("utf-8", "surrogatepass")
         key = f"{zlib.crc32(b):08x}{zlib.adler32(b):08x}{len(b):x}"
-        hit = self.entries.get(key)
+        hit = self.entries.pop(key, None)
         if isinstance(hit, str):
+            self.entries[key] = hit         # last used: to the end
             return json.loads(hit)          # fresh objects each time: rules may be changed after
         d = tomllib.loads(raw)
         try:
@@ -128,8 +133,9 @@ class _ParsedFiles:
         self.new = False
         keep = dict(list(self.entries.items())[-self.KEEP:])
         path = self.path()
+        if not private_dir(path.parent):
+            return
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".rules-", dir=path.parent)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(keep, fh)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-import tomllib
+from diagnose._compat import tomllib
 from functools import lru_cache
 from pathlib import Path
 

@@ -24,7 +24,8 @@ from ..redact import redact
 from .common_lines import MAX_PREFIXES, PROBE_PATHS, count_head, head_key
 from .scanner import GREP_KEYWORDS
 
-FAST_MIN_BYTES = int(os.environ.get("DIAGNOSE_BULK_MIN_BYTES", 64 * 1024 * 1024))
+DEFAULT_FAST_MIN_BYTES = 64 * 1024 * 1024
+FAST_MIN_BYTES = int(os.environ.get("DIAGNOSE_BULK_MIN_BYTES", DEFAULT_FAST_MIN_BYTES))
 SEP = "\x1f"      # a byte that never appears in logs: each line is one CSV field
 ACCESS = r'INFO: +[\w.:\[\]-]+:\d+ - "[A-Z]+ \S+ HTTP/[\d.]+" \d{3}'
 REQUEST = r"\] (?:Received|Added|Finished|Aborted) request"
@@ -53,7 +54,10 @@ def native_lib():
     if not USE_NATIVE:
         return None
     from . import native
-    return native.load()
+    lib = native.load()
+    if lib is None:     # one line on stderr per run; where the threshold was lowered, only on a terminal
+        native.note_fallback(FAST_MIN_BYTES >= DEFAULT_FAST_MIN_BYTES)
+    return lib
 
 
 def file_behind(inp) -> str | None:

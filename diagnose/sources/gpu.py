@@ -1,6 +1,6 @@
 """GPU samples → evidence: `nvidia-smi dmon`, `--query-gpu` CSV, `topo -m`, `nvlink --status`,
 DCGM exporter scrapes, and files saved by `diagnose gpu --live`. Recognised by content, never
-by file name. Formats: ../shared/reference/nvidia-smi-dcgm.md.
+by file name. Formats: docs/reference/nvidia-smi-dcgm.md.
 
 Columns are always mapped by header name (dmon orders groups as `-s` lists them, query CSV as
 `--query-gpu` lists them). Units differ by tool; rows are normalized to W, MHz, MiB, %.

@@ -3,7 +3,7 @@
 sample() opens NVML, reads what does not change (names, limits, max clocks, PCIe link, NVLink,
 topology) once, then samples every GPU every `interval` seconds for `seconds` seconds. write()
 saves the result as a "diagnose-nvml" file, read() loads one back, is_nvml_file() recognises one
-by content. Units follow ../shared/reference/nvidia-smi-dcgm.md §6: NVML gives mW, bytes and
+by content. Units follow docs/reference/nvidia-smi-dcgm.md §6: NVML gives mW, bytes and
 KB/s; the file holds W, MiB and KB/s, the same units as nvidia-smi and DCGM.
 
 File format "diagnose-nvml" v1, JSON lines:

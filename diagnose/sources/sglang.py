@@ -1,4 +1,4 @@
-"""SGLang log lines (0.1 … 0.5.x and 2026 builds) → evidence. Formats: ../shared/reference/sglang.md.
+"""SGLang log lines (0.1 … 0.5.x and 2026 builds) → evidence. Formats: docs/reference/sglang.md.
 
 Batch lines are parsed by key, not position: field order changed between builds.
 """

@@ -41,7 +41,7 @@ def load_structured(kind: str, inp: Input, ev: Evidence) -> InputInfo:
     info = InputInfo(path=inp.display, kind=kind, lines=text.count("\n") + (not text.endswith("\n")))
     try:
         if kind == "toml":
-            import tomllib
+            from diagnose._compat import tomllib
             obj = tomllib.loads(text)
         elif kind == "json":
             try:

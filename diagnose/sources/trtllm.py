@@ -1,5 +1,5 @@
 """TensorRT-LLM (C++ runtime, trtllm-serve / LLM API, Triton backend) → evidence.
-Formats: ../shared/reference/tensorrt-llm.md.
+Formats: docs/reference/tensorrt-llm.md.
 
 Three shapes of input: log lines; a `/metrics` JSON array of IterationStats (a whole file);
 a YAML/JSON `extra_llm_api_options` or SKU profile (a whole file, see structured.py).

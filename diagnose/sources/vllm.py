@@ -1,4 +1,4 @@
-"""vLLM log lines (v0.4 … v0.33, V0 and V1) → evidence. Formats: ../shared/reference/vllm.md.
+"""vLLM log lines (v0.4 … v0.33, V0 and V1) → evidence. Formats: docs/reference/vllm.md.
 
 Keys on message text, never on the `[file.py:NN]` part, which moves every release.
 """

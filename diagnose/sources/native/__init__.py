@@ -9,9 +9,25 @@ itself (`scan_range`: pread into a per-thread buffer), so a whole range passes w
 the scan runs while Python imports and parses. Where no compiler is found (or
 `DIAGNOSE_NATIVE=0`), `load()` returns None and the bulk path uses polars: same results, slower.
 
-The library is cached in $XDG_CACHE_HOME/diagnose (~/.cache/diagnose), named by checksums of the
-source and the compiler, so an upgrade rebuilds it; a build removes the libraries of other
-versions that have gone unused for 30 days.
+The library is cached in $XDG_CACHE_HOME/diagnose (~/.cache/diagnose; a relative XDG_CACHE_HOME is
+ignored, as the XDG spec asks), named by checksums of the source and the compiler, so an upgrade
+rebuilds it. Each run that loads it marks it used (its modification time, at most once a day); a
+build removes the libraries of other versions unused for 30 days (STALE_DAYS), and build leftovers.
+
+A cached library is loaded only when it is this user's, in a directory that is this user's, and
+neither is writable by group or others (diagnose/cachedir.py): otherwise someone else could have
+put their code there (the directory, when this user's own but group-writable, as an older version
+made it under umask 002, loses that bit). A library that fails the check is built again in its place; when the
+directory itself fails it (someone else's, or shared), the library is built in a fresh private
+temporary directory each run and the cache is left alone (`python -m diagnose.sources.native`
+says so).
+
+When the library cannot be had (no compiler, a failing one), big inputs are read with polars:
+same results, about five times slower. An operator wants to know that once, not per file, and not
+in a report's output or a CI log that compares stderr: `note_fallback()` writes one line on stderr,
+at most once per run, naming why and how to fix or silence it, when a big input (at least the
+default DIAGNOSE_BULK_MIN_BYTES, where the speed matters) takes the slower path or when stderr is
+a terminal. `DIAGNOSE_NATIVE=0` chooses polars on purpose: no note. The fast path says nothing.
 """
 from __future__ import annotations
 
@@ -24,6 +40,8 @@ import threading
 import time
 import zlib
 from pathlib import Path
+
+from ...cachedir import cache_dir, mark_used, private_dir, private_file
 
 SOURCE = Path(__file__).with_name("scan.c")
 NSTATUS = 1000
@@ -75,6 +93,8 @@ class Heads:
 _lock = threading.Lock()
 _state: dict = {}
 why_not: str | None = None      # why load() returned None, for `python -m diagnose.sources.native`
+where: str | None = None        # when not from the cache: where the library was built instead, and why
+_noted = False                  # note_fallback() has spoken in this run
 
 
 def _disabled() -> bool:
@@ -91,8 +111,7 @@ def library_path() -> Path:
     machine = os.uname().machine if hasattr(os, "uname") else __import__("platform").machine()
     what = SOURCE.read_bytes() + " ".join(_compiler()).encode() + machine.encode() + sys.platform.encode()
     key = f"{zlib.crc32(what):08x}{zlib.adler32(what):08x}"
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "diagnose" / f"scan-{key}.so"
+    return cache_dir() / f"scan-{key}.so"
 
 
 class BuildError(Exception):
@@ -102,10 +121,9 @@ class BuildError(Exception):
 STALE_DAYS = 30     # libraries of other versions, unused this long, are removed after a build
 
 
-def _build(out: Path) -> None:
+def _build(out: Path, clean: bool = True) -> None:
     import subprocess
     import tempfile
-    out.parent.mkdir(parents=True, exist_ok=True)
     # Built beside its final name and renamed: two runs building at once both end with a whole file.
     fd, tmp = tempfile.mkstemp(prefix=".scan-", suffix=".so", dir=out.parent)
     os.close(fd)
@@ -113,6 +131,7 @@ def _build(out: Path) -> None:
         # -O3: the prompt-head checksum is only vectorised there (a third faster in all).
         subprocess.run([*_compiler(), "-O3", "-shared", "-fPIC", "-o", tmp, str(SOURCE)],
                        check=True, capture_output=True, timeout=120)
+        os.chmod(tmp, 0o755)    # never group-writable (umask 002): load() would refuse it
         os.replace(tmp, out)
     except subprocess.CalledProcessError as e:
         err = (e.stderr or b"").decode("utf-8", "replace").strip().splitlines()
@@ -122,15 +141,20 @@ def _build(out: Path) -> None:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+    if not clean:
+        return
     # One library is built per version of scan.c: those of other versions go once they have gone
-    # unused for a while (a library in use stays valid when its file is removed).
-    old = time.time() - STALE_DAYS * 86400
-    for p in out.parent.glob("scan-*.so"):
-        try:
-            if p != out and p.stat().st_mtime < old:
-                p.unlink()
-        except OSError:
-            pass
+    # unused for a while (a library in use stays valid when its file is removed). Their
+    # modification time is their last use (mark_used). A build killed half-way leaves a
+    # `.scan-*.so`: gone after a day.
+    now = time.time()
+    for pattern, days in (("scan-*.so", STALE_DAYS), (".scan-*.so", 1)):
+        for p in out.parent.glob(pattern):
+            try:
+                if p != out and p.stat().st_mtime < now - days * 86400:
+                    p.unlink()
+            except OSError:
+                pass
 
 
 def load():
@@ -155,13 +179,56 @@ def load():
         return lib
 
 
+def _cdll(path: Path):
+    """The cached library, built first when it is missing or not this user's alone; built again
+    when it does not load (a damaged file). Where the cache directory is not private, a library
+    built for this run in a private temporary directory."""
+    global where
+    if not private_dir(path.parent):
+        import shutil
+        import tempfile
+        tmp = tempfile.mkdtemp(prefix="diagnose-scan-")
+        try:
+            _build(Path(tmp) / path.name, clean=False)
+            lib = ctypes.CDLL(str(Path(tmp) / path.name))   # stays loaded when its file is removed
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        where = (f"built for this run in a temporary directory: {path.parent} is not this user's alone "
+                 f"(owner, or writable by others)")
+        return lib
+    if not private_file(path):
+        _build(path)
+        return ctypes.CDLL(str(path))
+    mark_used(path)
+    try:
+        return ctypes.CDLL(str(path))
+    except OSError:
+        _build(path)
+        return ctypes.CDLL(str(path))
+
+
+def note_fallback(big: bool) -> None:
+    """One line on stderr, once per run, when big inputs are read with polars because the library
+    cannot be had (see the module's doc): `big` when the input is big enough for the speed to
+    matter; otherwise only a terminal is told."""
+    global _noted
+    if _noted or why_not is None or _disabled():
+        return
+    if not big:
+        try:
+            if not sys.stderr.isatty():
+                return
+        except (AttributeError, ValueError):
+            return
+    _noted = True
+    sys.stderr.write(f"diagnose: note: big inputs are read with polars, about 5x slower: {why_not} "
+                     f"(set CC to a working C compiler, or DIAGNOSE_NATIVE=0 to choose polars and silence this)\n")
+
+
 def _open():
     from ..common_lines import PROBE_PATHS
     from ..scanner import GREP_KEYWORDS
-    path = library_path()
-    if not path.exists():
-        _build(path)
-    lib = ctypes.CDLL(str(path))
+    lib = _cdll(library_path())
     i64, p = ctypes.c_int64, ctypes.c_char_p
     lib.dg_setup.argtypes = [p, i64, p, i64]
     lib.dg_setup.restype = ctypes.c_int

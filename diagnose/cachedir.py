@@ -1,0 +1,66 @@
+"""Where diagnose keeps what it builds or parses between runs: the C scanner's library
+(sources/native) and the parsed rule files (engine/rules).
+
+The directory is $XDG_CACHE_HOME/diagnose when XDG_CACHE_HOME is an absolute path, else
+~/.cache/diagnose: the XDG Base Directory spec says a relative path there is invalid and must be
+ignored (it would make the cache depend on the directory diagnose was started from).
+
+What is read back from it must be this user's alone: a file or directory owned by someone else,
+or writable by group or others, could have been replaced by someone else (a shared library is
+code that runs). `private()` says whether a stat result passes. Only os and stat: this module is
+on every run's path (the rules cache)."""
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+
+
+def cache_dir() -> Path:
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "diagnose"
+
+
+def private(st: os.stat_result) -> bool:
+    """Owned by this user and not writable by group or others."""
+    if not hasattr(os, "getuid"):       # no owners to compare (Windows): nothing to check
+        return True
+    return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def private_dir(d: Path, create: bool = True) -> bool:
+    """Whether `d` is a directory only this user can write. With `create`: made (mode 0700) when
+    missing, and when it is this user's own but group-writable (made under umask 002 by an earlier
+    version) it loses that bit; what it holds is still checked file by file (`private_file`)."""
+    try:
+        if create:
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.stat(d)
+        if create and stat.S_ISDIR(st.st_mode) and not private(st) and st.st_uid == getattr(os, "getuid", int)():
+            os.chmod(d, stat.S_IMODE(st.st_mode) & ~(stat.S_IWGRP | stat.S_IWOTH))
+            st = os.stat(d)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and private(st)
+
+
+def private_file(p: Path) -> bool:
+    """Whether `p` is a regular file (not a link) only this user can write, in such a directory."""
+    try:
+        st = os.lstat(p)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and private(st) and private_dir(p.parent, create=False)
+
+
+def mark_used(p: Path, every_s: float = 86400.0) -> None:
+    """Record a use of `p` in its modification time, which is what old entries are removed by (the
+    access time is not kept on most mounts: noatime, relatime). At most once a day per file:
+    a cache read on every run should not write on every run."""
+    try:
+        if os.stat(p).st_mtime < time.time() - every_s:
+            os.utime(p)
+    except OSError:
+        pass
