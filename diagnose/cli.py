@@ -218,6 +218,11 @@ def analyze(
 def _prometheus_args(url, since, start_t, end_t, step, match, model, token_file, user, insecure, timeout, partial) -> dict:
     from datetime import datetime, timezone
     from .sources.prometheus import parse_since
+    url, user, password = _prometheus_url(url, token_file, user)
+    if not timeout > 0:                         # 0, negative, nan: requests raised ValueError
+        _die(f"--timeout must be > 0 (got {timeout:g})")
+    if timeout > 1e6:                           # inf: the socket raised OverflowError
+        _die(f"--timeout must be at most 1000000 s (got {timeout:g})")
     end = _utc_time("--end", end_t) if end_t is not None else datetime.now(timezone.utc)
     if start_t is not None:
         start = _utc_time("--start", start_t)
@@ -228,6 +233,11 @@ def _prometheus_args(url, since, start_t, end_t, step, match, model, token_file,
             _die(f"--since: {e}")
         except OverflowError:
             _die(f"--since: too long: {since!r}")
+    try:
+        if parse_since(step).total_seconds() < 1:
+            _die(f"--step: at least 1s: {step!r}")
+    except ValueError as e:
+        _die(f"--step: {e}")
     if start >= end:
         _die(f"--start ({start:%Y-%m-%dT%H:%M:%SZ}) must be before --end ({end:%Y-%m-%dT%H:%M:%SZ}"
              f"{'' if end_t is not None else ', now'})")
@@ -242,8 +252,36 @@ def _prometheus_args(url, since, start_t, end_t, step, match, model, token_file,
         except OSError as e:
             _die(f"{token_file}: cannot read token ({e.strerror})")
     return {"url": url.rstrip("/"), "start": start, "end": end, "step": step, "match": match, "token": token,
-            "user": user, "password": os.environ.get("DIAGNOSE_PROMETHEUS_PASSWORD") if user else None,
-            "insecure": insecure, "timeout": timeout, "partial": partial}
+            "user": user, "password": password, "insecure": insecure, "timeout": timeout, "partial": partial}
+
+
+def _prometheus_url(url: str, token_file, user):
+    """(URL, user, password): the --prometheus URL without its `user:password@` (never shown),
+    and the basic-auth pair: --prometheus-user with DIAGNOSE_PROMETHEUS_PASSWORD, or the URL's.
+    One way to log in: a token and basic auth together would drop one of them silently."""
+    from urllib.parse import urlsplit
+    from .sources.prometheus import display_url, split_credentials
+    shown = display_url(url.strip())
+    clean, url_auth = split_credentials(url.strip())
+    try:
+        parts = urlsplit(clean)
+        parts.port                              # raises on a port that is not a number
+    except ValueError:
+        _die(f"--prometheus: not a valid URL: {shown!r} (host or port unreadable)")
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        _die(f"--prometheus: URL needs http:// or https:// (got {shown!r})")
+    if token_file and user:
+        _die("--prometheus-token-file and --prometheus-user: give one (a bearer token or basic auth), not both")
+    if token_file and url_auth:
+        _die("--prometheus-token-file and a user:password in the --prometheus URL: give one, not both")
+    if user and url_auth:
+        _die("--prometheus-user and a user:password in the --prometheus URL: give one, not both")
+    if user:
+        password = os.environ.get("DIAGNOSE_PROMETHEUS_PASSWORD")
+        if password is None:
+            _die("--prometheus-user needs the password in the environment variable DIAGNOSE_PROMETHEUS_PASSWORD (not set)")
+        return clean, user, password
+    return (clean, *url_auth) if url_auth else (clean, None, None)
 
 
 def _utc_time(option: str, text: str):

@@ -95,28 +95,38 @@ def analyze_all(paths: list[str], rule_dirs: list[str] | None = None, ignore: se
 def analyze_prometheus(p: dict, rules, ignore, overrides, targets) -> list[Analysis]:
     """Live attach: every instance is a replica; one instance is a plain analysis."""
     from .evidence.model import InputInfo
-    from .sources.prometheus import fetch
+    from .sources.prometheus import display_url, fetch
     fetched, notes = fetch(**p)
+    url = display_url(p["url"])         # a user:password in the URL is sent, never shown
     if not fetched:
         from .sources.prometheus import PromError
-        raise PromError(f"{p['url']}: no series in the window" + (f" matching {p.get('match')}" if p.get("match") else ""))
+        raise PromError(f"{url}: no series in the window" + (f" matching {p.get('match')}" if p.get("match") else ""))
     for inst, ev in fetched.items():
-        info = InputInfo(path=f"{p['url']} instance={inst}", kind="prometheus", engine=ev.fact("engine"),
+        info = InputInfo(path=f"{url} instance={inst}", kind="prometheus", engine=ev.fact("engine"),
                          lines=len(ev.stats_rows), recognised_lines=len(ev.stats_rows))
         info.errors.extend(notes)
         ev.inputs.append(info)
         from .sources import _derive_facts
         _derive_facts(ev)
-    if len(fetched) == 1:
-        inst, ev = next(iter(fetched.items()))
-        a = analyze_evidence(ev, rules, ignore, overrides, targets)
-        a.instance = inst
-        return [a]
     end = p.get("end")
     if end is not None and end.tzinfo is not None:     # the evidence's times are naive UTC
         from datetime import timezone
         end = end.astimezone(timezone.utc).replace(tzinfo=None)
-    return analyze_fleet(fetched, rules, ignore, overrides, end=end, targets=targets)
+    # One fleet per served model: replicas of different models behind one job or namespace are
+    # different deployments, and comparing their loads says nothing.
+    groups: dict[str, dict[str, Evidence]] = {}
+    for inst, ev in fetched.items():
+        groups.setdefault(str(ev.fact("model") or ""), {})[inst] = ev
+    out: list[Analysis] = []
+    for _model, members in sorted(groups.items()):
+        if len(members) == 1:
+            inst, ev = next(iter(members.items()))
+            a = analyze_evidence(ev, rules, ignore, overrides, targets)
+            a.instance = inst
+            out.append(a)
+        else:
+            out += analyze_fleet(members, rules, ignore, overrides, end=end, targets=targets)
+    return out
 
 
 def split_instances(ev: Evidence) -> dict[str, Evidence]:
@@ -148,6 +158,9 @@ def analyze_fleet(replicas: dict[str, Evidence], rules: list[Rule], ignore=froze
         per.append(a)
     fev = Evidence()
     fev.inputs = next(iter(replicas.values())).inputs
+    models = {ev.fact("model") for ev in replicas.values()} - {None}
+    if len(models) == 1:
+        fev.set_fact("model", models.pop(), None, None, "the replicas' model")
     sig = Signals()
     sig.values.update(fleet_signals(per, end))
     result = run_rules([r for r in rules if r.domain == "fleet"], fev, sig, ignore, overrides)
@@ -172,8 +185,12 @@ def combined_json(analyses: list[Analysis]) -> dict:
         return analyses[0].to_json()
     doc = {"schema_version": SCHEMA_VERSION, "tool": {"name": "diagnose", "version": __version__},
            "analyses": [a.to_json() for a in analyses]}
-    if analyses[0].instance == "fleet":     # the fleet view apart; `analyses` holds the replicas
+    fleets = [d for d in doc["analyses"] if d.get("instance") == "fleet"]
+    if len(fleets) == 1 and analyses[0].instance == "fleet":   # the fleet view apart; `analyses`: replicas
         doc["fleet"] = doc["analyses"].pop(0)
+    elif len(fleets) > 1:               # one fleet per model: `fleets`, each naming its model
+        doc["fleets"] = fleets
+        doc["analyses"] = [d for d in doc["analyses"] if d.get("instance") != "fleet"]
     return doc
 
 

@@ -297,6 +297,19 @@ class ScenarioData:
     end: datetime
     step_s: int
     job: str = "vllm"
+    counters: dict = field(default_factory=dict)   # {instance: {"vllm:..._total": [(ts, value)]}}
+
+    def counter_increase(self, name: str, start_ts: float, end_ts: float) -> float:
+        """What the counter really grew by between two times (the last samples at or before each),
+        summed over instances: the ground truth a diagnosis must match."""
+        total = 0.0
+        for per in self.counters.values():
+            samples = per.get(name, [])
+            at = lambda t: max((v for ts, v in samples if ts <= t), default=None)
+            a, b = at(start_ts), at(end_ts)
+            if a is not None and b is not None:
+                total += b - a
+        return total
 
     @property
     def match(self) -> str:
@@ -333,7 +346,7 @@ def _utc(dt: datetime) -> datetime:
 
 
 def _add_scenario(fams: dict, scenario: str, start: datetime, minutes: int, step_s: int,
-                  instances: list | None) -> ScenarioData:
+                  instances: list | None, namespace: str | None = None) -> ScenarioData:
     if scenario not in SCENARIOS:
         raise KeyError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
     spec = SCENARIOS[scenario]
@@ -344,9 +357,10 @@ def _add_scenario(fams: dict, scenario: str, start: datetime, minutes: int, step
     t0 = int(_utc(start).timestamp()) // step_s * step_s
     n = int(minutes * 60 // step_s) + 1
     times = [t0 + i * step_s for i in range(n)]
+    counters: dict = {}                          # ground truth for tests: {instance: {counter: samples}}
     for k, inst in enumerate(insts):
         rng = random.Random(f"{scenario}/{k}")
-        base = {"instance": inst, "job": "vllm", "namespace": scenario}
+        base = {"instance": inst, "job": "vllm", "namespace": namespace or scenario}
         common = {"engine": "0", "model_name": spec.model_name, **base}
         g = {name: [] for name in GAUGES}
         c = {name: [] for name in COUNTERS}
@@ -403,6 +417,7 @@ def _add_scenario(fams: dict, scenario: str, start: datetime, minutes: int, step
             fams[name].series.append((name, common, samples))
         for name, samples in c.items():
             fams[name].series.append((name + "_total", common, samples))
+            counters.setdefault(inst, {})[name + "_total"] = samples
         for hname, (_h, buckets, _f, _u) in HISTOGRAMS.items():
             o = h_out[hname]
             for j, b in enumerate(buckets):
@@ -418,9 +433,10 @@ def _add_scenario(fams: dict, scenario: str, start: datetime, minutes: int, step
                         "sliding_window": "None", "swap_space": "4", "swap_space_bytes": str(4 << 30), **base}
         fams[INFO_FAMILY].series.append((INFO_FAMILY, cache_labels, info))
         fams[UP_FAMILY].series.append((UP_FAMILY, base, up))
-    return ScenarioData(name=scenario, namespace=scenario, instances=insts, model_name=spec.model_name,
+    return ScenarioData(name=scenario, namespace=namespace or scenario, instances=insts, model_name=spec.model_name,
                         start=datetime.fromtimestamp(t0, timezone.utc),
-                        end=datetime.fromtimestamp(times[-1], timezone.utc), step_s=step_s)
+                        end=datetime.fromtimestamp(times[-1], timezone.utc), step_s=step_s,
+                        counters=counters)
 
 
 def _write(path, fams: dict) -> None:
@@ -447,14 +463,132 @@ def write_openmetrics(path, scenario: str, start: datetime, minutes: int = DEFAU
 
 
 def write_openmetrics_all(path, scenarios=None, start: datetime | None = None, minutes: int = DEFAULT_MINUTES,
-                          step_s: int = 15) -> dict:
-    """Several scenarios in one file (one backfill, no overlapping blocks). -> {name: ScenarioData}."""
+                          step_s: int = 15, slow_scrape: dict | None = None, mixes: dict | None = None) -> dict:
+    """Several scenarios in one file (one backfill, no overlapping blocks). -> {name: ScenarioData}.
+    ``slow_scrape`` {scenario: seconds} adds copies scraped that rarely, as namespace
+    "<scenario>-<seconds>s" (keyed so in the result)."""
     scenarios = list(scenarios or SCENARIOS)
     if start is None:
         start = default_start(minutes)
     fams = _families()
     out = {s: _add_scenario(fams, s, start, minutes, step_s, None) for s in scenarios}
+    for s, every in (slow_scrape or {}).items():
+        ns = f"{s}-{int(every)}s"
+        out[ns] = _add_scenario(fams, s, start, minutes, every, None, namespace=ns)
+    # ``mixes`` {namespace: [scenario, ...]}: several scenarios' instances under one namespace, as
+    # one Prometheus job scraping different deployments. -> out[namespace] = [ScenarioData, ...]
+    for ns, members in (mixes or {}).items():
+        out[ns] = [_add_scenario(fams, s, start, minutes, step_s, None, namespace=ns) for s in members]
     _write(path, fams)
+    return out
+
+
+def write_openmetrics_sglang(path, start: datetime, minutes: int = DEFAULT_MINUTES, step_s: int = 15,
+                             namespace: str = "sglang_retracting") -> ScenarioData:
+    """An SGLang server whose KV pool runs dry: token usage 0.97-1.0, a queue, and retractions in
+    bursts. It exports both retraction metrics of SGLang 0.5.x: the counter
+    ``sglang:num_retracted_requests_total`` and the gauge ``sglang:num_retracted_reqs`` (the last
+    interval's retractions, which must not be read as a counter)."""
+    t0 = int(_utc(start).timestamp()) // step_s * step_s
+    times = [t0 + i * step_s for i in range(int(minutes * 60 // step_s) + 1)]
+    inst, model = "sglang-0:30000", "Qwen/Qwen2.5-32B-Instruct"
+    lab = {"instance": inst, "job": "sglang", "namespace": namespace, "model_name": model}
+    rng = random.Random("sglang-retract")
+    fams = {n: [] for n in ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
+                            "sglang:gen_throughput", "sglang:num_retracted_reqs", "sglang:max_total_num_tokens")}
+    cnt = {"sglang:num_retracted_requests_total": 40.0, "sglang:generation_tokens_total": 9.1e6,
+           "sglang:prompt_tokens_total": 3.3e7}
+    counters = {n: [] for n in cnt}
+    for i, ts in enumerate(times):
+        burst = rng.choice([0, 0, 0, 1, 2, 5]) if i else 0
+        cnt["sglang:num_retracted_requests_total"] += burst
+        cnt["sglang:generation_tokens_total"] += 1450 * step_s if i else 0
+        cnt["sglang:prompt_tokens_total"] += 5200 * step_s if i else 0
+        for n, v in (("sglang:num_running_reqs", 58 + rng.randint(-4, 4)), ("sglang:num_queue_reqs", 24 + rng.randint(0, 20)),
+                     ("sglang:token_usage", round(0.97 + 0.03 * rng.random(), 4)), ("sglang:gen_throughput", 1450),
+                     ("sglang:num_retracted_reqs", burst), ("sglang:max_total_num_tokens", 180000)):
+            fams[n].append((ts, v))
+        for n in cnt:
+            counters[n].append((ts, math.floor(cnt[n])))
+    path = Path(path)
+    with path.open("w", encoding="utf-8", newline="\n") as fh:
+        for n, samples in fams.items():
+            fh.write(f"# HELP {n} {n}\n# TYPE {n} gauge\n")
+            fh.writelines(f"{n}{_labels(lab)} {_fmt(v)} {ts}\n" for ts, v in samples)
+        for n, samples in counters.items():
+            fam = n[: -len("_total")]
+            fh.write(f"# HELP {fam} {fam}\n# TYPE {fam} counter\n")
+            fh.writelines(f"{n}{_labels(lab)} {_fmt(v)} {ts}\n" for ts, v in samples)
+        fh.write("# EOF\n")
+    return ScenarioData(name=namespace, namespace=namespace, instances=[inst], model_name=model,
+                        start=datetime.fromtimestamp(t0, timezone.utc), end=datetime.fromtimestamp(times[-1], timezone.utc),
+                        step_s=step_s, job="sglang", counters={inst: counters})
+
+
+def write_openmetrics_nvidia(path, start: datetime, minutes: int = DEFAULT_MINUTES, step_s: int = 15) -> dict:
+    """Two saturated deployments served by NVIDIA's stacks, in their own metric names:
+    * "dynamo_trtllm": a Dynamo frontend in front of TensorRT-LLM workers: 64 in flight (the
+      workers' max_num_seqs), ~60 queued, TTFT median 8 s and p99 24 s (dynamo_frontend_*).
+    * "triton_trtllm": Triton's TensorRT-LLM backend: 64 active of 64, ~40 waiting, KV blocks 97 %
+      used (nv_trt_llm_request_metrics / nv_trt_llm_kv_cache_block_metrics, v0.18+ labels).
+    -> {namespace: ScenarioData}"""
+    t0 = int(_utc(start).timestamp()) // step_s * step_s
+    times = [t0 + i * step_s for i in range(int(minutes * 60 // step_s) + 1)]
+    rng = random.Random("nvidia")
+    lines: dict[str, tuple[str, list]] = {}          # family -> (type, [(sample name, labels, ts, value)])
+
+    def put(fam, typ, name, labels, ts, v):
+        lines.setdefault(fam, (typ, []))[1].append((name, labels, ts, v))
+
+    out = {}
+    # Dynamo frontend
+    ns, inst, model = "dynamo_trtllm", "dynamo-frontend:8000", "deepseek-ai/DeepSeek-R1-Distill-Llama-8B"
+    lab = {"instance": inst, "job": "dynamo", "namespace": ns, "model": model}
+    out_tokens, ttft = 5.0e6, {"b": [0.0] * len(TTFT_BUCKETS), "count": 0.0, "sum": 0.0}
+    itl = {"b": [0.0] * len(ITL_BUCKETS), "count": 0.0, "sum": 0.0}
+    for i, ts in enumerate(times):
+        put("dynamo_frontend_inflight_requests", "gauge", "dynamo_frontend_inflight_requests", lab, ts, 64)
+        put("dynamo_frontend_queued_requests", "gauge", "dynamo_frontend_queued_requests", lab, ts, 55 + rng.randint(0, 10))
+        put("dynamo_frontend_model_max_num_seqs", "gauge", "dynamo_frontend_model_max_num_seqs", lab, ts, 64)
+        if i:
+            out_tokens += 1900 * step_s
+            reqs = 2.5 * step_s
+            for h, buckets, med, p99, n in ((ttft, TTFT_BUCKETS, 8.0, 24.0, reqs), (itl, ITL_BUCKETS, 0.033, 0.09, 1900 * step_s)):
+                for j, b in enumerate(buckets):
+                    h["b"][j] += n * _lognormal_cdf(b, med, p99)
+                h["count"] += n
+                h["sum"] += n * _lognormal_mean(med, p99)
+        put("dynamo_frontend_output_tokens", "counter", "dynamo_frontend_output_tokens_total", lab, ts, math.floor(out_tokens))
+        for fam, h, buckets in (("dynamo_frontend_time_to_first_token_seconds", ttft, TTFT_BUCKETS),
+                                ("dynamo_frontend_inter_token_latency_seconds", itl, ITL_BUCKETS)):
+            cnt = round(h["count"])
+            for j, b in enumerate(buckets):
+                put(fam, "histogram", fam + "_bucket", {**lab, "le": _le(b)}, ts, min(round(h["b"][j]), cnt))
+            put(fam, "histogram", fam + "_bucket", {**lab, "le": "+Inf"}, ts, cnt)
+            put(fam, "histogram", fam + "_sum", lab, ts, round(h["sum"], 4))
+            put(fam, "histogram", fam + "_count", lab, ts, cnt)
+    out[ns] = ScenarioData(name=ns, namespace=ns, instances=[inst], model_name=model,
+                           start=datetime.fromtimestamp(t0, timezone.utc),
+                           end=datetime.fromtimestamp(times[-1], timezone.utc), step_s=step_s, job="dynamo")
+    # Triton + TensorRT-LLM backend
+    ns, inst = "triton_trtllm", "triton-0:8002"
+    lab = {"instance": inst, "job": "triton", "namespace": ns, "model": "tensorrt_llm", "version": "1"}
+    for ts in times:
+        for rt, v in (("active", 64), ("max", 64), ("scheduled", 64), ("context", 3), ("waiting", 35 + rng.randint(0, 10))):
+            put("nv_trt_llm_request_metrics", "gauge", "nv_trt_llm_request_metrics", {**lab, "request_type": rt}, ts, v)
+        used = 6050 + rng.randint(0, 150)
+        for bt, v in (("max", 6239), ("used", used), ("free", 6239 - used), ("tokens_per", 64), ("fraction", round(used / 6239, 4))):
+            put("nv_trt_llm_kv_cache_block_metrics", "gauge", "nv_trt_llm_kv_cache_block_metrics",
+                {**lab, "kv_cache_block_type": bt}, ts, v)
+    out[ns] = ScenarioData(name=ns, namespace=ns, instances=[inst], model_name="tensorrt_llm",
+                           start=datetime.fromtimestamp(t0, timezone.utc),
+                           end=datetime.fromtimestamp(times[-1], timezone.utc), step_s=step_s, job="triton")
+    path = Path(path)
+    with path.open("w", encoding="utf-8", newline="\n") as fh:
+        for fam, (typ, samples) in lines.items():
+            fh.write(f"# HELP {fam} {fam}\n# TYPE {fam} {typ}\n")
+            fh.writelines(f"{n}{_labels(lb)} {_fmt(v)} {ts}\n" for n, lb, ts, v in samples)
+        fh.write("# EOF\n")
     return out
 
 
@@ -681,15 +815,20 @@ class BadServer:
       server_error  500 with a Prometheus-style JSON error body
       dies_midway   forwards the first ``die_after`` requests to ``upstream`` (a real Prometheus),
                     then closes every later connection without a response (a server that died)
+      proxy         forwards every request to ``upstream`` (records the headers the client sent)
+
+    ``tls=(certfile, keyfile)`` serves any mode over HTTPS with that certificate (``url`` says https).
     """
 
-    MODES = ("unauthorized", "hang", "html", "garbage", "server_error", "dies_midway")
+    MODES = ("unauthorized", "hang", "html", "garbage", "server_error", "dies_midway", "proxy")
 
-    def __init__(self, mode: str, *, hang_s: float = HANG_CAP_S, upstream: str | None = None, die_after: int = 3):
+    def __init__(self, mode: str, *, hang_s: float = HANG_CAP_S, upstream: str | None = None, die_after: int = 3,
+                 tls: tuple | None = None):
         if mode not in self.MODES:
             raise ValueError(f"unknown mode {mode!r}; one of {self.MODES}")
-        if mode == "dies_midway" and not upstream:
-            raise ValueError("dies_midway needs upstream=<prometheus url>")
+        if mode in ("dies_midway", "proxy") and not upstream:
+            raise ValueError(f"{mode} needs upstream=<prometheus url>")
+        self.tls = tls
         self.mode = mode
         self.hang_s = min(float(hang_s), HANG_CAP_S)
         self.upstream = upstream.rstrip("/") if upstream else None
@@ -709,7 +848,7 @@ class BadServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def _handler(self):
         outer = self
@@ -760,6 +899,8 @@ class BadServer:
                             self.close_connection = True      # dead: hang up without a response
                             return
                         self._proxy(body)
+                    elif m == "proxy":
+                        self._proxy(body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
@@ -782,6 +923,11 @@ class BadServer:
     def start(self) -> "BadServer":
         self._httpd = _QuietThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._port = self._httpd.server_address[1]
+        if self.tls:         # the handshake happens in the handler's thread: a client that gives up stalls nothing
+            import ssl
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*self.tls)
+            self._httpd.socket = ctx.wrap_socket(self._httpd.socket, server_side=True, do_handshake_on_connect=False)
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
                                         name=f"BadServer-{self.mode}", daemon=True)
         self._thread.start()

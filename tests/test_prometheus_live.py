@@ -19,14 +19,18 @@ from __future__ import annotations
 import json
 import math
 import os
-from datetime import timedelta
+import re
+import subprocess
+import sys
+from datetime import timedelta, timezone
 
 import pytest
 import requests
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from prom_harness import (SCENARIOS, BadServer, HarnessError, PromServer, backfill, default_start, missing_tools,
-                          port_open, prom_query, write_openmetrics, write_openmetrics_all)
+                          port_open, prom_query, write_openmetrics, write_openmetrics_all, write_openmetrics_nvidia,
+                          write_openmetrics_sglang)
 
 SINCE = "40m"             # every scenario holds 35 minutes of data ending about a minute before the run
 SEVERITY_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
@@ -63,9 +67,18 @@ def prom(prom_tools, tmp_path_factory):
     """One Prometheus with every scenario backfilled; stopped at the end of the session."""
     base = tmp_path_factory.mktemp("prometheus")
     om = base / "all.om"
-    data = write_openmetrics_all(om, start=default_start())
+    data = write_openmetrics_all(om, start=default_start(), slow_scrape={"kv_saturated": 60},
+                                 mixes={"two_models": ["healthy", "underloaded"], "one_cold": ["healthy", "idle"]})
     backfill(om, base / "tsdb")
     om.unlink()                                   # ~30 MB of text; the blocks hold it now
+    sg = base / "sglang.om"                       # other engines: their own blocks in the same TSDB
+    data["sglang_retracting"] = write_openmetrics_sglang(sg, start=default_start())
+    backfill(sg, base / "tsdb")
+    sg.unlink()
+    nv = base / "nvidia.om"
+    data.update(write_openmetrics_nvidia(nv, start=default_start()))
+    backfill(nv, base / "tsdb")
+    nv.unlink()
     with PromServer(base / "tsdb", workdir=base / "server") as server:
         yield Live(server, data)
 
@@ -486,10 +499,11 @@ def test_cli_server_dies_midway_without_partial(prom):
 
 # Needs product support whose output shape is not specified yet (where a partial fetch is reported).
 def test_cli_partial_reports_what_was_fetched(prom):
-    with BadServer("dies_midway", upstream=prom.url, die_after=2) as bad:
+    # forwarded: the metric names, the scrape-interval probe, then two range queries
+    with BadServer("dies_midway", upstream=prom.url, die_after=4) as bad:
         p = run_cli("--prometheus", bad.url, "--match", prom.data["healthy"].match, "--since", SINCE,
                     "--format", "json", "--timeout", "5", "--partial")
-        assert bad.forwarded == 2
+        assert bad.forwarded == 4
     err = p.stderr.decode(errors="replace")
     assert p.returncode == 0, err[-3000:]
     assert "Traceback" not in err
@@ -514,3 +528,421 @@ def test_cli_baseline_window_compares_two_windows_of_the_same_server(prom):
     c = json.loads(p.stdout)["comparison"]
     assert c["signals"] and all(s["verdict"] in ("unchanged", "inconclusive", "better") for s in c["signals"].values()), c["signals"]
     assert c["config_changes"] == []
+
+
+# -- issue 23: the right window, the right counts -----------------------------------------------------
+TIME_ZONES = ["UTC", "Europe/Berlin", "America/New_York"]
+
+
+def _cli_tz(tz: str, *args) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1", COLUMNS="120", TZ=tz)
+    return subprocess.run([sys.executable, "-m", "diagnose", *map(str, args)], capture_output=True, env=env,
+                          cwd=ROOT, timeout=300)
+
+
+def _json_ok(p: subprocess.CompletedProcess) -> dict:
+    assert p.returncode == 0, p.stderr.decode(errors="replace")[-3000:]
+    return json.loads(p.stdout)
+
+
+@pytest.mark.parametrize("tz", TIME_ZONES)
+def test_cli_relative_window_is_the_last_minutes_in_any_time_zone(prom, tz):
+    """`--since` counts back from now whatever the machine's zone: a KV-saturated server reads as
+    such (a window shifted by the zone's offset held no data, or the wrong hour)."""
+    d = prom.data["kv_saturated"]
+    a = _single(_json_ok(_cli_tz(tz, "--prometheus", prom.url, "--match", d.match, "--since", SINCE, "--format", "json")))
+    assert "kv-cache-pressure" in _ids(a) and _bottleneck(a) == "kv-capacity-bound", _summary(a)
+
+
+@pytest.mark.parametrize("tz", TIME_ZONES)
+@pytest.mark.parametrize("form", ["Z", "+02:00", "naive"])
+def test_cli_explicit_start_without_end_in_any_time_zone(prom, tz, form):
+    d = prom.data["kv_saturated"]
+    start = d.start.astimezone(timezone.utc)
+    text = {"Z": start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "+02:00": start.astimezone(timezone(timedelta(hours=2))).isoformat(),
+            "naive": start.strftime("%Y-%m-%dT%H:%M:%S")}[form]          # naive = UTC, as Prometheus shows
+    a = _single(_json_ok(_cli_tz(tz, "--prometheus", prom.url, "--match", d.match, "--start", text, "--format", "json")))
+    assert "kv-cache-pressure" in _ids(a) and _bottleneck(a) == "kv-capacity-bound", _summary(a)
+
+
+def _preemptions_in_title(a: dict) -> int:
+    f = next(f for f in a["findings"] if f["id"] == "kv-cache-pressure")
+    m = re.search(r"(\d+) preemption\(s\)", f["title"])
+    assert m, f["title"]
+    return int(m.group(1))
+
+
+@pytest.mark.parametrize("scenario,step", [("kv_saturated", "15s"), ("kv_saturated", "1m"), ("kv_saturated", "5m"),
+                                           ("kv_saturated-60s", "15s"), ("kv_saturated-60s", "2m")])
+def test_cli_preemption_count_is_the_counters_growth_at_any_step(prom, scenario, step):
+    """The count in the headline finding is what the counter grew by in the window, whatever the
+    step and the scrape interval (it was ×4 at 15 s and ÷5 at 5 m)."""
+    d = prom.data[scenario]
+    start, end = d.start.astimezone(timezone.utc), d.end.astimezone(timezone.utc)
+    truth = d.counter_increase("vllm:num_preemptions_total", start.timestamp(), end.timestamp())
+    assert truth > 100                                       # the scenario preempts 5 a minute
+    a = _single(_json_ok(_cli_tz("UTC", "--prometheus", prom.url, "--match", d.match, "--format", "json",
+                                 "--start", start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                 "--end", end.strftime("%Y-%m-%dT%H:%M:%SZ"), "--step", step)))
+    got = _preemptions_in_title(a)
+    assert abs(got - truth) <= 0.05 * truth, f"{got} preemptions reported, the counter grew by {truth:g}"
+
+
+def test_cli_throughput_is_known_with_a_60s_scrape_interval(prom):
+    """A [1m] rate over 60 s scrapes holds one sample: throughput vanished. Windows now hold four."""
+    d = prom.data["kv_saturated-60s"]
+    a = _single(_json_ok(_cli_tz("UTC", "--prometheus", prom.url, "--match", d.match, "--since", SINCE,
+                                 "--format", "json")))
+    gen = a["signals"]["generation_throughput"]
+    assert gen["mean"] is not None and gen["mean"] > 0, gen
+    # and it agrees with the same server scraped every 15 s, within 10 %
+    b = _single(_diagnose(prom, "kv_saturated"))
+    ref = b["signals"]["generation_throughput"]["mean"]
+    assert abs(gen["mean"] - ref) <= 0.10 * ref, (gen, ref)
+
+
+def test_cli_long_window_widens_the_step_instead_of_failing(prom):
+    """--since 2d at 15 s is 11,520 points, over Prometheus' 11,000 per query: the step widens and
+    the report says so."""
+    d = prom.data["healthy"]
+    out = _json_ok(_cli_tz("UTC", "--prometheus", prom.url, "--match", d.match, "--since", "2d", "--format", "json"))
+    notes = [e for i in _single(out)["inputs"] for e in i.get("errors", [])]
+    assert any(n.startswith("step widened to 18s") for n in notes), notes
+
+
+def test_cli_model_name_reaches_the_report_and_the_corrected_command(prom):
+    """The model comes from the series' model_name label (aggregations used to drop it): the
+    deployment names it and the corrected command serves it, with or without --model."""
+    d = prom.data["queue_buildup"]          # its fix raises a cap: there is a corrected command
+    for extra in ((), ("--model", d.model_name)):
+        a = _single(_json_ok(_cli_tz("UTC", "--prometheus", prom.url, "--match", d.match, "--since", SINCE,
+                                     "--format", "json", *extra)))
+        assert a["deployment"]["model"] == d.model_name, a["deployment"]
+        cmd = (a.get("fix") or {}).get("command") or ""
+        assert cmd.startswith("vllm serve") and d.model_name in cmd and "MODEL" not in cmd, cmd
+
+
+def test_cli_sglang_retractions_are_the_counters_growth(prom):
+    """SGLang's retractions come from its counter (sglang:num_retracted_requests_total), exactly;
+    the gauge of the same name counts one interval and was summed as if it were a counter."""
+    d = prom.data["sglang_retracting"]
+    start, end = d.start.astimezone(timezone.utc), d.end.astimezone(timezone.utc)
+    truth = d.counter_increase("sglang:num_retracted_requests_total", start.timestamp(), end.timestamp())
+    assert truth > 50
+    a = _single(_json_ok(_cli_tz("UTC", "--prometheus", prom.url, "--match", d.match, "--format", "json",
+                                 "--start", start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                 "--end", end.strftime("%Y-%m-%dT%H:%M:%SZ"))))
+    assert a["deployment"]["engine"] == "sglang" and a["deployment"]["model"] == d.model_name
+    assert _preemptions_in_title(a) == truth
+
+
+def test_cli_dynamo_frontend_saturated_is_queue_saturated_not_idle(prom):
+    """Dynamo's frontend has its own metric names (dynamo_frontend_*): a deployment with 64 in flight
+    and 60 queued was called idle. It reads as queue-saturated, with the model and the cap from the
+    frontend's own series. (No KV usage there, so no rule may claim the cap rather than memory is
+    the limit.)"""
+    d = prom.data["dynamo_trtllm"]
+    a = _single(_json_ok(_cli_tz("UTC", "--prometheus", prom.url, "--match", d.match, "--since", SINCE,
+                                 "--format", "json")))
+    assert _bottleneck(a) == "queue-saturated", _summary(a)
+    assert a["signals"]["waiting"]["mean"] >= 50 and a["signals"]["running"]["mean"] == 64, a["signals"]
+    assert 20 <= a["signals"]["ttft_p99"]["p50"] <= 40, a["signals"]["ttft_p99"]
+    assert a["deployment"]["model"] == d.model_name and a["deployment"]["max_num_seqs"] == 64, a["deployment"]
+
+
+def test_cli_triton_trtllm_saturated_kv_is_found(prom):
+    """Triton's TensorRT-LLM backend: active/waiting requests and the KV block fraction come from
+    labelled gauges; 97 % KV with 40 waiting is KV pressure (exit 1 under --fail-on low)."""
+    d = prom.data["triton_trtllm"]
+    p = _cli_tz("UTC", "--prometheus", prom.url, "--match", d.match, "--since", SINCE, "--format", "json",
+                "--fail-on", "low")
+    assert p.returncode == 1, p.stderr.decode(errors="replace")[-2000:]
+    a = _single(json.loads(p.stdout))
+    assert "kv-cache-pressure" in _ids(a) and _bottleneck(a) == "kv-capacity-bound", _summary(a)
+    assert a["deployment"]["engine"] == "trtllm" and a["deployment"]["max_num_seqs"] == 64, a["deployment"]
+
+
+def test_cli_series_without_activity_gauges_are_unknown_not_idle(prom):
+    """Only latency histograms that do not move and no queue gauges: nothing says whether it served,
+    so the verdict is unknown, never idle."""
+    d = prom.data["triton_trtllm"]
+    # the KV fraction alone: no running, waiting, throughput or latency
+    p = _cli_tz("UTC", "--prometheus", prom.url, "--match", d.match[:-1] + ',kv_cache_block_type="fraction"}',
+                "--since", SINCE, "--format", "json")
+    a = _single(_json_ok(p))
+    assert _bottleneck(a) == "unknown", _summary(a)
+
+
+# -- issue 23 item 6: credentials and errors ----------------------------------------------------------
+import base64                      # noqa: E402
+import shutil                      # noqa: E402
+import socket                      # noqa: E402
+import xml.etree.ElementTree as ET  # noqa: E402
+
+PW_USER, PW_PASS = "diag-user", "s3cr@t/pw"          # `@` and `/` inside the password: percent-encoded in the URL
+PW_USERINFO = "diag-user:s3cr%40t%2Fpw"
+FORMATS = ["terminal", "markdown", "json", "sarif", "junit"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _with_userinfo(url: str, userinfo: str = PW_USERINFO) -> str:
+    scheme, rest = url.split("://", 1)
+    return f"{scheme}://{userinfo}@{rest}"
+
+
+def _error_line(p) -> str:
+    """Exit 2 and exactly one stderr line, no traceback: the line, without `diagnose: `."""
+    err = p.stderr.decode(errors="replace")
+    assert p.returncode == 2, f"exit {p.returncode}\n{err[-3000:]}"
+    assert "Traceback" not in err and "internal error" not in err, err[-3000:]
+    assert err.endswith("\n") and err.count("\n") == 1 and err.startswith("diagnose: "), err[-3000:]
+    return err[len("diagnose: "):-1]
+
+
+def _no_credentials(text: str) -> None:
+    for secret in ("s3cr", PW_PASS, PW_USERINFO, "diag-user:", "t%2Fpw", "@127.0.0.1"):
+        assert secret not in text, f"{secret!r} shows in the output:\n{text[:3000]}"
+
+
+@pytest.fixture(scope="session")
+def tls_cert(tmp_path_factory):
+    """A self-signed certificate for 127.0.0.1 (openssl CLI; Debian: the openssl package, which
+    ca-certificates pulls in). Missing openssl fails, as a missing Prometheus does."""
+    if shutil.which("openssl") is None:
+        pytest.fail("openssl not on PATH: the TLS tests make their certificate with it (apt-get install openssl)",
+                    pytrace=False)
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = d / "cert.pem", d / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    return str(cert), str(key)
+
+
+def test_harness_bad_server_proxy_and_tls(prom, tls_cert):
+    with BadServer("proxy", upstream=prom.url, tls=tls_cert) as bad:
+        assert bad.url.startswith("https://")
+        r = _session().get(bad.url + "/api/v1/query", params={"query": "up"}, timeout=5, verify=tls_cert[0],
+                           headers={"Authorization": "Basic eDp5"})
+        assert r.status_code == 200 and r.json()["status"] == "success"
+        with pytest.raises(requests.exceptions.SSLError):            # not trusted without its certificate
+            _session().get(bad.url + "/api/v1/query", params={"query": "up"}, timeout=5)
+        r = _session().get(bad.url + "/api/v1/query", params={"query": "up"}, timeout=5, verify=tls_cert[0])
+        assert r.status_code == 200                                   # a failed handshake stalled nothing
+    assert bad.requests[0][2].get("Authorization") == "Basic eDp5"
+    assert not port_open(bad.port)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_cli_password_in_url_is_sent_and_never_shown(prom, tmp_path, fmt):
+    """`http://user:pass@host`: basic auth on every request, and neither the password nor the
+    `user:pass@` form in any format's report, nor on stderr, nor in an --output file."""
+    d = prom.data["kv_saturated"]
+    out = tmp_path / f"report.{fmt}"
+    with BadServer("proxy", upstream=prom.url) as bad:
+        p = run_cli("--prometheus", _with_userinfo(bad.url), "--match", d.match, "--since", SINCE, "--format", fmt)
+        p_out = run_cli("--prometheus", _with_userinfo(bad.url), "--match", d.match, "--since", SINCE, "--format", fmt,
+                        "--output", out)
+    err = p.stderr.decode(errors="replace")
+    assert p.returncode == 0 and p_out.returncode == 0, err[-3000:] + p_out.stderr.decode(errors="replace")[-3000:]
+    text = p.stdout.decode() + err + p_out.stdout.decode() + p_out.stderr.decode() + out.read_text()
+    _no_credentials(text)
+    assert bad.requests, "the CLI never contacted the server"
+    want = "Basic " + base64.b64encode(f"{PW_USER}:{PW_PASS}".encode()).decode()
+    assert {h.get("Authorization") for _, _, h in bad.requests} == {want}, "basic auth not sent on every request"
+    assert "kv-cache-pressure" in p.stdout.decode(), "the diagnosis did not work through the credentials"
+    if fmt == "json":
+        a = _single(json.loads(p.stdout))
+        assert _bottleneck(a) == "kv-capacity-bound", _summary(a)
+        assert a["inputs"][0]["path"] == f"{bad.url} instance={d.instances[0]}"
+    if fmt in ("terminal", "markdown"):
+        assert f"{bad.url} instance={d.instances[0]}" in p.stdout.decode()
+
+
+def test_cli_password_in_url_never_in_an_error_line():
+    port = _free_port()
+    p = _fail_cli(_with_userinfo(f"http://127.0.0.1:{port}"), "--timeout", "5")
+    assert _error_line(p) == f"http://127.0.0.1:{port}: cannot connect (connection refused: is Prometheus running?)"
+    _no_credentials(p.stderr.decode() + p.stdout.decode())
+
+
+def test_cli_password_in_url_is_sent_to_a_refusing_server():
+    with BadServer("unauthorized") as bad:
+        p = _fail_cli(_with_userinfo(bad.url), "--timeout", "5")
+    line = _error_line(p)
+    assert line == (f"{bad.url}: access refused (HTTP Status Code 401 (b'Unauthorized\\n')); "
+                    f"pass --prometheus-token-file or credentials"), line
+    _no_credentials(line)
+    want = "Basic " + base64.b64encode(f"{PW_USER}:{PW_PASS}".encode()).decode()
+    assert [h.get("Authorization") for _, _, h in bad.requests] == [want]
+
+
+def test_cli_prometheus_user_without_password_is_refused(monkeypatch):
+    monkeypatch.delenv("DIAGNOSE_PROMETHEUS_PASSWORD", raising=False)
+    with BadServer("unauthorized") as bad:
+        p = _fail_cli(bad.url, "--timeout", "5", "--prometheus-user", "bob")
+    assert _error_line(p) == ("--prometheus-user needs the password in the environment variable "
+                              "DIAGNOSE_PROMETHEUS_PASSWORD (not set)")
+    assert bad.requests == [], "a request went out (with the password 'None')"
+
+
+def test_cli_prometheus_user_sends_the_password_from_the_environment(monkeypatch):
+    monkeypatch.setenv("DIAGNOSE_PROMETHEUS_PASSWORD", "env-s3cr3t")
+    with BadServer("unauthorized") as bad:
+        p = _fail_cli(bad.url, "--timeout", "5", "--prometheus-user", "bob")
+    assert _error_line(p).startswith(f"{bad.url}: access refused (HTTP Status Code 401")
+    assert "env-s3cr3t" not in p.stderr.decode() + p.stdout.decode()
+    assert [h.get("Authorization") for _, _, h in bad.requests] == ["Basic " + base64.b64encode(b"bob:env-s3cr3t").decode()]
+
+
+@pytest.mark.parametrize("how", ["user", "url"])
+def test_cli_token_file_with_basic_auth_is_refused(monkeypatch, tmp_path, how):
+    monkeypatch.setenv("DIAGNOSE_PROMETHEUS_PASSWORD", "pw")
+    tok = tmp_path / "token"
+    tok.write_text("t0ken\n")
+    with BadServer("unauthorized") as bad:
+        if how == "user":
+            p = _fail_cli(bad.url, "--prometheus-token-file", tok, "--prometheus-user", "bob")
+            want = "--prometheus-token-file and --prometheus-user: give one (a bearer token or basic auth), not both"
+        else:
+            p = _fail_cli(_with_userinfo(bad.url), "--prometheus-token-file", tok)
+            want = "--prometheus-token-file and a user:password in the --prometheus URL: give one, not both"
+    assert _error_line(p) == want
+    assert bad.requests == []
+    _no_credentials(p.stderr.decode())
+
+
+def test_cli_prometheus_user_with_userinfo_in_url_is_refused(monkeypatch):
+    monkeypatch.setenv("DIAGNOSE_PROMETHEUS_PASSWORD", "pw")
+    p = _fail_cli(_with_userinfo(f"http://127.0.0.1:{_free_port()}"), "--prometheus-user", "bob")
+    assert _error_line(p) == "--prometheus-user and a user:password in the --prometheus URL: give one, not both"
+
+
+def test_cli_read_timeout_says_no_answer():
+    with BadServer("hang") as bad:
+        p = _fail_cli(bad.url, "--timeout", "2")
+    assert _error_line(p) == f"{bad.url}: no answer within 2 s"
+
+
+def test_cli_connection_refused_says_cannot_connect():
+    port = _free_port()
+    p = _fail_cli(f"http://127.0.0.1:{port}", "--timeout", "5")
+    assert _error_line(p) == f"http://127.0.0.1:{port}: cannot connect (connection refused: is Prometheus running?)"
+
+
+def test_cli_untrusted_tls_certificate(prom, tls_cert):
+    with BadServer("proxy", upstream=prom.url, tls=tls_cert) as bad:
+        p = _fail_cli(_with_userinfo(bad.url), "--timeout", "5")
+    line = _error_line(p)
+    # OpenSSL 3 says "self-signed certificate", 1.1 "self signed certificate"
+    assert re.fullmatch(rf"{re.escape(bad.url)}: TLS certificate not trusted \(self[- ]signed certificate\); "
+                        r"pass --insecure to skip verification", line), line
+    assert bad.requests == [], "no request may pass an untrusted certificate"
+
+
+def test_cli_insecure_skips_verification_without_a_warning_per_query(prom, tls_cert):
+    d = prom.data["kv_saturated"]
+    with BadServer("proxy", upstream=prom.url, tls=tls_cert) as bad:
+        p = run_cli("--prometheus", _with_userinfo(bad.url), "--match", d.match, "--since", SINCE, "--format", "json",
+                    "--insecure", "--timeout", "10")
+    err = p.stderr.decode(errors="replace")
+    assert p.returncode == 0, err[-3000:]
+    assert err == "", f"stderr is not quiet under --insecure:\n{err[:3000]}"
+    a = _single(json.loads(p.stdout))
+    assert "kv-cache-pressure" in _ids(a) and _bottleneck(a) == "kv-capacity-bound", _summary(a)
+    assert len(bad.requests) > 3
+    _no_credentials(p.stdout.decode())
+
+
+def test_cli_https_to_a_plain_http_server():
+    with BadServer("html") as bad:
+        url = bad.url.replace("http://", "https://")
+        p = _fail_cli(url, "--timeout", "5")
+    assert _error_line(p) == f"{url}: TLS handshake failed (wrong version number): is it a plain http:// server?"
+
+
+@pytest.mark.parametrize("url,shown", [
+    ("127.0.0.1:9090", "127.0.0.1:9090"),
+    ("prom.example:9090", "prom.example:9090"),
+    (f"{PW_USERINFO}@prom.example:9090", "prom.example:9090"),     # no scheme, and the password stays hidden
+    ("ftp://prom.example:9090", "ftp://prom.example:9090"),
+    ("http://", "http://"),
+])
+def test_cli_url_without_http_scheme(url, shown):
+    p = _fail_cli(url, "--timeout", "5")
+    assert _error_line(p) == f"--prometheus: URL needs http:// or https:// (got {shown!r})"
+    _no_credentials(p.stderr.decode())
+
+
+def test_cli_url_with_an_unreadable_port_does_not_show_the_password():
+    p = _fail_cli("http://diag-user:s3cr@t:pw@127.0.0.1:90x0", "--timeout", "5")
+    assert _error_line(p) == "--prometheus: not a valid URL: 'http://127.0.0.1:90x0' (host or port unreadable)"
+
+
+@pytest.mark.parametrize("value,says", [("0", "must be > 0 (got 0)"), ("-1", "must be > 0 (got -1)"),
+                                        ("-0.5", "must be > 0 (got -0.5)"), ("nan", "must be > 0 (got nan)"),
+                                        ("inf", "must be at most 1000000 s (got inf)")])
+def test_cli_timeout_must_be_positive(value, says):
+    p = _fail_cli(f"http://127.0.0.1:{_free_port()}", "--timeout", value)
+    assert _error_line(p) == f"--timeout {says}"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_cli_partial_notes_show_in_every_format(prom, fmt):
+    """The `partial data (--partial): …` note is in every report, not only in JSON."""
+    with BadServer("dies_midway", upstream=prom.url, die_after=4) as bad:
+        p = run_cli("--prometheus", _with_userinfo(bad.url), "--match", prom.data["healthy"].match, "--since", SINCE,
+                    "--format", fmt, "--timeout", "5", "--partial")
+    assert p.returncode == 0, p.stderr.decode(errors="replace")[-3000:]
+    out = p.stdout.decode()
+    _no_credentials(out + p.stderr.decode())
+    note = re.compile(r"partial data \(--partial\): \S+ and later queries could not be fetched; "
+                      r"the report uses what was fetched")
+    where = f"{bad.url} instance={prom.data['healthy'].instances[0]}"
+    if fmt == "json":
+        assert any(note.fullmatch(e) for e in _single(json.loads(out))["inputs"][0]["errors"]), out[:3000]
+    elif fmt == "terminal":
+        flat = " ".join(out.split())               # rich wraps long lines
+        assert re.search(r"note: " + note.pattern, flat), out[-3000:]
+    elif fmt == "markdown":
+        assert "## Notes on the inputs" in out
+        assert re.search(rf"^- `{re.escape(where)}`: {note.pattern}$", out, re.M), out[-3000:]
+    elif fmt == "sarif":
+        import jsonschema
+        schema = json.loads((ROOT / "tests" / "schemas" / "sarif-2.1.0.json").read_text())
+        jsonschema.Draft4Validator(schema).validate(json.loads(out))
+        notes = json.loads(out)["runs"][0]["invocations"][0]["toolExecutionNotifications"]
+        assert any(n["level"] == "warning" and re.fullmatch(rf"{re.escape(where)}: {note.pattern}", n["message"]["text"])
+                   for n in notes), notes
+    else:
+        props = ET.fromstring(out).findall("./testsuite/properties/property[@name='input-note']")
+        assert any(re.fullmatch(rf"{re.escape(where)}: {note.pattern}", x.get("value")) for x in props), out[:3000]
+
+
+def test_cli_fleets_are_grouped_by_model(prom):
+    """Two deployments of different models scraped by one job are two fleets, not one: their loads
+    are not compared (replica-imbalance across models was noise)."""
+    members = prom.data["two_models"]
+    d = _json_ok(_cli_tz("UTC", "--prometheus", prom.url, "--match", '{namespace="two_models"}', "--since", SINCE,
+                         "--format", "json"))
+    assert "replica-imbalance" not in _all_ids(d), _all_ids(d)
+    models = {a["deployment"]["model"] for a in d["analyses"]}
+    assert models == {m.model_name for m in members}, models
+
+
+def test_cli_a_replica_with_zero_traffic_counts_in_the_imbalance(prom):
+    """Two replicas of one model, one receiving nothing: the idle one is the imbalance, it must not
+    drop out of the comparison."""
+    healthy, idle = prom.data["one_cold"]
+    d = _json_ok(_cli_tz("UTC", "--prometheus", prom.url, "--match", '{namespace="one_cold"}', "--since", SINCE,
+                         "--format", "json"))
+    fleet = d["fleet"]
+    f = next((f for f in fleet["findings"] if f["id"] == "replica-imbalance"), None)
+    assert f is not None, [x["id"] for x in fleet["findings"]]
+    assert idle.instances[0] in f["title"] and healthy.instances[0] in f["title"], f["title"]

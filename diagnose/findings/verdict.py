@@ -53,6 +53,9 @@ def decide(values: dict, findings: list) -> dict:
     if v.get("single_scrape"):
         return out("unknown", ["a single metrics scrape: configuration and current state only (no trend, no steady window)"],
                    "one scrape")
+    if v.get("activity_unknown"):
+        return out("unknown", ["no running/waiting requests, throughput or latency in these series: whether it "
+                               "served at all is unknown (not idle)"], "none")
     if v.get("too_few_samples") and (v.get("busy_running_max") or 0) <= 1 and not v.get("busy_waiting_max") and not failed:
         return out("idle", [f"{v.get('idle_samples')} idle stats samples; only {v.get('busy_samples')} with any work "
                             f"(at most {fmt(v.get('busy_running_max'))} running, none waiting): a test request or two"])

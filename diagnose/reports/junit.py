@@ -15,6 +15,11 @@ def render(analyses: list, rules: list, suppressed: dict | None = None) -> str:
         data = a.to_json()
         name = f"diagnose: {data['deployment'].get('model') or 'deployment'} ({data['deployment'].get('engine') or 'unknown engine'})"
         suite = ET.SubElement(suites, "testsuite", name=name)
+        input_notes = [f"{i['path']}: {e}" for i in data["inputs"] for e in i.get("errors") or []]
+        if input_notes:             # e.g. `partial data (--partial): …`; <properties> come first in a suite
+            props = ET.SubElement(suite, "properties")
+            for note in input_notes:
+                ET.SubElement(props, "property", name="input-note", value=note)
         fired = {f["id"]: f for f in data["findings"]}
         na = {x["id"]: x["reason"] for x in data["not_applicable"]}
         err = {x["id"]: x["error"] for x in data["errors"]}

@@ -29,6 +29,9 @@ def render(data: dict, timeline: dict | None = None) -> str:
     if v.get("ranking"):
         out.append(f"- replicas, worst first: {', '.join(f'`{r}`' for r in v['ranking'])}")
     out.append("")
+    input_notes = [f"- `{i['path']}`: {_cell(e)}" for i in data["inputs"] for e in i.get("errors") or []]
+    if input_notes:                 # what the verdict rests on: `partial data (--partial): …`, a widened step
+        out += ["## Notes on the inputs", ""] + input_notes + [""]
     rows = summary_rows(dep)
     if rows:
         out += ["## Deployment", "", "| setting | value |", "|---|---|"]

@@ -47,6 +47,8 @@ def render(analyses: list, rules: list) -> str:
                 res["ruleIndex"] = index[f["id"]]
             results.append(res)
         notes = [{"level": "error", "message": {"text": f"rule {e['id']} failed: {e['error']}"}} for e in data["errors"]]
+        notes += [{"level": "warning", "message": {"text": f"{i['path']}: {e}"}}      # e.g. partial data (--partial)
+                  for i in data["inputs"] for e in i.get("errors") or []]
         runs.append({
             "tool": {"driver": {"name": "diagnose", "version": __version__, "semanticVersion": __version__,
                                 "informationUri": "https://github.com/diagnose/diagnose", "rules": driver_rules}},

@@ -21,6 +21,9 @@ def render(data: dict, console: Console, timeline: dict | None = None, verbose: 
         console.print(f"  · {escape(s)}")
     if v.get("window"):
         console.print(f"  [dim]· {escape(v['window'])}[/dim]")
+    for inp in data["inputs"]:      # what the verdict rests on: `partial data (--partial): …`, a widened step
+        for note in inp.get("errors") or []:
+            console.print(f"  [yellow]note:[/yellow] {escape(note)}")
     rows = summary_rows(dep)
     if rows:
         t = Table(show_header=False, box=None, padding=(0, 1), title="Deployment", title_justify="left")

@@ -473,9 +473,16 @@ def _runtime(ev: Evidence, s: Signals) -> None:
         df = _merge_dp_ticks(df)
     else:
         df["rank_running_max"] = df["rank_running_mean"] = df["running"]
-    flags = [any(x is not None and x > 0 for x in row)
-             for row in zip(df["running"], df["waiting"], df["gen_tps"], df["prompt_tps"])]
+    # Busy: work in the queues or tokens flowing, or requests finishing (a latency quantile exists
+    # only where requests completed: a frontend that exports latencies but no queue gauges serves).
+    activity = list(zip(df["running"], df["waiting"], df["gen_tps"], df["prompt_tps"], df["ttft_p50"], df["itl_p50"]))
+    flags = [any(x is not None and x > 0 for x in row) for row in activity]
     busy_idx = [i for i, b in enumerate(flags) if b]
+    if not busy_idx and all(x is None for row in activity for x in row):
+        # Nothing says whether it worked: unknown, never "idle".
+        v["steady_samples"] = 0
+        v["activity_unknown"] = True
+        return
     v["idle_samples"] = len(flags) - len(busy_idx)
     v["busy_samples"] = len(busy_idx)
     # What the busy samples held at most: a test request or two finishing inside one interval

@@ -9,7 +9,11 @@ def fleet_signals(analyses: list, end=None) -> dict:
     v: dict = {"fleet_instances": len(analyses)}
     names = [a.instance or f"#{i}" for i, a in enumerate(analyses)]
     for col, key in (("running_mean", "running"), ("kv_usage_mean", "kv")):
-        vals = [(n, a.signals.values.get(col)) for n, a in zip(names, analyses) if a.signals.values.get(col) is not None]
+        # A replica that served nothing in the window (all samples idle) has no steady-window mean,
+        # yet it is the coldest of all: it counts as 0, it does not drop out.
+        vals = [(n, 0.0 if a.signals.values.get("all_idle") and a.signals.values.get(col) is None
+                 else a.signals.values.get(col)) for n, a in zip(names, analyses)]
+        vals = [(n, x) for n, x in vals if x is not None]
         if len(vals) >= 2:
             xs = [x for _, x in vals]
             mean = statistics.fmean(xs)

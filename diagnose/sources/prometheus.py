@@ -17,23 +17,38 @@ from .reader import InputError
 # Gauges: metric → (stats column, scale, how instances' engines combine)
 GAUGES = {
     "vllm:num_requests_running": ("running", 1, "sum"), "vllm:num_requests_waiting": ("waiting", 1, "sum"),
-    "vllm:kv_cache_usage_perc": ("kv_usage", 100, "avg"), "vllm:gpu_cache_usage_perc": ("kv_usage", 100, "avg"),
+    # KV usage: the fullest engine of an instance (data-parallel engines each have their own cache;
+    # an average hides the one at 98 %), as vLLM's dashboards show it.
+    "vllm:kv_cache_usage_perc": ("kv_usage", 100, "max"), "vllm:gpu_cache_usage_perc": ("kv_usage", 100, "max"),
     "vllm:num_requests_swapped": ("swapped", 1, "sum"),
     "sglang:num_running_reqs": ("running", 1, "sum"), "sglang:num_queue_reqs": ("waiting", 1, "sum"),
-    "sglang:token_usage": ("kv_usage", 100, "avg"), "sglang:gen_throughput": ("gen_tps", 1, "sum"),
+    "sglang:token_usage": ("kv_usage", 100, "max"), "sglang:gen_throughput": ("gen_tps", 1, "sum"),
     "sglang:cache_hit_rate": ("prefix_hit", 100, "avg"),
     "trtllm_num_requests_running": ("running", 1, "sum"), "trtllm_num_requests_waiting": ("waiting", 1, "sum"),
-    "trtllm_kv_cache_utilization": ("kv_usage", 100, "avg"),
+    "trtllm_kv_cache_utilization": ("kv_usage", 100, "max"),
     "nv_trt_llm_request_metrics": (None, 1, "sum"),
     "forge_active_sessions": ("running", 1, "sum"), "forge_queue_depth": ("waiting", 1, "sum"),
+    # NVIDIA Dynamo's frontend (in front of vLLM, SGLang or TensorRT-LLM workers)
+    "dynamo_frontend_inflight_requests": ("running", 1, "sum"), "dynamo_frontend_queued_requests": ("waiting", 1, "sum"),
+}
+# Gauges that hold several quantities told apart by a label (Triton's TensorRT-LLM backend):
+# (metric, label matcher) → (stats column or "fact:NAME", scale, how instances' series combine)
+LABELLED_GAUGES = {
+    ("nv_trt_llm_request_metrics", 'request_type="active"'): ("running", 1, "sum"),
+    ("nv_trt_llm_request_metrics", 'request_type="waiting"'): ("waiting", 1, "sum"),      # v0.18+
+    ("nv_trt_llm_kv_cache_block_metrics", 'kv_cache_block_type="fraction"'): ("kv_usage", 100, "max"),  # v0.18+
+    ("nv_trt_llm_request_metrics", 'request_type="max"'): ("fact:max_num_seqs", 1, "max"),
 }
 # Counters → per-second rates (or per-step increases)
 COUNTERS = {
     "vllm:generation_tokens_total": ("gen_tps", "rate"), "vllm:prompt_tokens_total": ("prompt_tps", "rate"),
     "vllm:num_preemptions_total": ("preemptions", "increase"),
     "sglang:generation_tokens_total": ("gen_tps", "rate"), "sglang:prompt_tokens_total": ("prompt_tps", "rate"),
-    "sglang:num_retracted_reqs": ("preemptions", "increase"),
+    # SGLang's retraction counter (0.5.x); the gauge sglang:num_retracted_reqs holds one interval's
+    # retractions and is not a counter.
+    "sglang:num_retracted_requests_total": ("preemptions", "increase"),
     "trtllm_generation_tokens_total": ("gen_tps", "rate"), "trtllm_prompt_tokens_total": ("prompt_tps", "rate"),
+    "dynamo_frontend_output_tokens_total": ("gen_tps", "rate"),
 }
 # Histograms → quantiles
 HISTOGRAMS = {
@@ -42,16 +57,19 @@ HISTOGRAMS = {
     "sglang:inter_token_latency_seconds": "itl", "sglang:time_per_output_token_seconds": "itl",
     "trtllm_time_to_first_token_seconds": "ttft", "trtllm_time_per_output_token_seconds": "itl",
     "forge_ttft_seconds": "ttft",
+    "dynamo_frontend_time_to_first_token_seconds": "ttft", "dynamo_frontend_inter_token_latency_seconds": "itl",
 }
 # Single values that are configuration facts
 FACT_GAUGES = {"sglang:max_total_num_tokens": "kv_cache_tokens", "sglang:max_running_requests": "max_num_seqs",
                "sglang:context_len": "max_model_len", "forge_max_sessions": "max_sessions",
-               "forge_max_queue_depth": "max_queue_depth", "trtllm_max_num_active_requests": "max_num_seqs"}
+               "forge_max_queue_depth": "max_queue_depth", "trtllm_max_num_active_requests": "max_num_seqs",
+               "dynamo_frontend_model_max_num_seqs": "max_num_seqs", "dynamo_frontend_model_context_length": "max_model_len",
+               "dynamo_frontend_model_max_num_batched_tokens": "max_num_batched_tokens"}
 ENGINE_OF = (("vllm:", "vllm"), ("sglang:", "sglang"), ("sglang_", "sglang"), ("trtllm", "trtllm"),
              ("nv_trt_llm", "trtllm"), ("nv_inference", "trtllm"))
 METRIC_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+(?P<ts>-?\d+(?:\.\d+)?))?\s*$")
 MAX_TS = 32503680000.0     # year 3000, in seconds: later sample times are damage, not dates
-FAMILIES = ("vllm:", "sglang:", "sglang_", "trtllm_", "nv_trt_llm_", "nv_inference_", "forge_")
+FAMILIES = ("vllm:", "sglang:", "sglang_", "trtllm_", "nv_trt_llm_", "nv_inference_", "forge_", "dynamo_frontend_")
 
 
 def sniff_prometheus(head: bytes) -> str | None:
@@ -59,7 +77,7 @@ def sniff_prometheus(head: bytes) -> str | None:
     s = text.lstrip()
     if s.startswith("{") and '"resultType"' in text and '"result"' in text:
         return "query_range"
-    if re.search(r"^(?:vllm:|sglang:|sglang_|trtllm_|nv_trt_llm_|nv_inference_|forge_)\w*(?:\{|\s)", text, re.M):
+    if re.search(r"^(?:vllm:|sglang:|sglang_|trtllm_|nv_trt_llm_|nv_inference_|forge_|dynamo_frontend_)\w*(?:\{|\s)", text, re.M):
         return "exposition"
     return None
 
@@ -160,7 +178,12 @@ def _from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> 
             continue
         if name in GAUGES and GAUGES[name][0]:
             col, scale, how = GAUGES[name]
-            row[col] = (row.get(col) or 0) + value * scale if how == "sum" else value * scale
+            if how == "sum":
+                row[col] = (row.get(col) or 0) + value * scale
+            elif how == "max" and row.get(col) is not None:
+                row[col] = max(row[col], value * scale)
+            else:
+                row[col] = value * scale
         elif name in FACT_GAUGES:
             ev.set_fact(FACT_GAUGES[name], value if FACT_GAUGES[name] != "max_num_seqs" else int(value), source, line,
                         f"{name} = {value:g}")
@@ -263,14 +286,94 @@ class PromError(Exception):
     """The server is down, slow, refuses, or answers garbage: one line for the user."""
 
 
+# `scheme://user:password@host…`: the userinfo runs to the LAST `@` before any `?` or `#` (a
+# password with an unencoded `@` or `/` stays whole, and never shows). The scheme is optional so
+# that `user:pass@host:9090`, refused for its missing scheme, is not shown with its password.
+_USERINFO = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)?(?P<userinfo>[^?#]*@)")
+
+
+def display_url(url: str) -> str:
+    """The URL as reports, notes and error lines show it: without its `user:password@`."""
+    return _USERINFO.sub(lambda m: m.group("scheme") or "", url, count=1)
+
+
+def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
+    """`http://user:p%40ss@host:9090` → (`http://host:9090`, ("user", "p@ss")): the URL to request
+    and to show, and the basic-auth pair it carried (percent-decoded; None without one)."""
+    from urllib.parse import unquote
+    m = _USERINFO.match(url)
+    if not m:
+        return url, None
+    user, _, password = m.group("userinfo")[:-1].partition(":")
+    return display_url(url), (unquote(user), unquote(password))
+
+
+def _request_error(e: Exception, url: str, timeout: float) -> PromError:
+    """A failed HTTP request → one line saying what went wrong: a read timeout, an untrusted TLS
+    certificate, a refused connection… (with retries off, urllib3 wraps each of them in a
+    MaxRetryError that requests turns into a plain ConnectionError)."""
+    import ssl
+    import requests
+    from urllib3 import exceptions as u3
+    reason = e.args[0] if e.args else None
+    reason = getattr(reason, "reason", None) or reason          # MaxRetryError → what urllib3 met
+    text = str(e)
+    if isinstance(e, getattr(requests.exceptions, "JSONDecodeError", ())):
+        return PromError(f"{url}: the answer is not Prometheus JSON (an HTML page or a proxy error?)")
+    if isinstance(e, requests.exceptions.SSLError):
+        inner = next((a for a in getattr(reason, "args", ()) if isinstance(a, ssl.SSLError)), None)
+        if isinstance(inner, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in text:
+            why = getattr(inner, "verify_message", None) or "certificate verify failed"
+            return PromError(f"{url}: TLS certificate not trusted ({why}); pass --insecure to skip verification")
+        why = getattr(inner, "reason", None) or "handshake failed"
+        hint = ": is it a plain http:// server?" if "WRONG_VERSION_NUMBER" in text or "wrong version number" in text else ""
+        return PromError(f"{url}: TLS handshake failed ({str(why).lower().replace('_', ' ')}){hint}")
+    # NewConnectionError (refused, unknown host) is a ConnectTimeoutError to urllib3: it goes first.
+    if isinstance(reason, getattr(u3, "NameResolutionError", ())) or "Failed to resolve" in text \
+            or "Name or service not known" in text:
+        return PromError(f"{url}: cannot connect (host name not found)")
+    if isinstance(reason, u3.NewConnectionError):
+        why = "connection refused: " if "refused" in text.lower() else ""
+        return PromError(f"{url}: cannot connect ({why}is Prometheus running?)")
+    if isinstance(e, requests.exceptions.ConnectTimeout) or isinstance(reason, u3.ConnectTimeoutError):
+        return PromError(f"{url}: cannot connect within {timeout:g} s (no answer to the connection attempt)")
+    if isinstance(e, requests.exceptions.Timeout) or isinstance(reason, (u3.ReadTimeoutError, u3.TimeoutError)):
+        return PromError(f"{url}: no answer within {timeout:g} s")
+    if isinstance(reason, u3.ProtocolError):
+        return PromError(f"{url}: the server closed the connection without answering")
+    if isinstance(e, requests.exceptions.ConnectionError):
+        return PromError(f"{url}: cannot connect (is Prometheus running?)")
+    if isinstance(e, (requests.exceptions.MissingSchema, requests.exceptions.InvalidSchema,
+                      requests.exceptions.InvalidURL)):
+        return PromError(f"{url}: not a usable URL (it needs http:// or https:// and a host)")
+    return PromError(f"{url}: request failed ({e.__class__.__name__})")
+
+
 def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: str = "", token: str | None = None,
           user: str | None = None, password: str | None = None, insecure: bool = False, timeout: float = 30.0,
           partial: bool = False) -> tuple[dict[str, Evidence], list[str]]:
     """Range-query every known family; returns ({instance: Evidence}, notes). Raises PromError."""
     from prometheus_api_client import PrometheusConnect
     import requests
+    # Credentials in the URL are sent as basic auth and never shown: from here on `url` is the URL
+    # without them (every message, note and evidence row names it).
+    url, url_auth = split_credentials(url)
+    if user is None and url_auth:
+        user, password = url_auth
+    if not url.lower().startswith(("http://", "https://")):
+        raise PromError(f"{url}: not a usable URL (it needs http:// or https:// and a host)")
+    if not timeout > 0:
+        raise PromError(f"--timeout must be > 0 (got {timeout:g})")
     headers = {"Authorization": f"Bearer {token}"} if token else None
-    auth = (user, password) if user else None
+    if user is not None and not token:      # basic auth as a header: every prometheus-api-client sends it
+        import base64
+        pair = base64.b64encode(f"{user}:{password or ''}".encode("utf-8")).decode("ascii")
+        headers = {"Authorization": f"Basic {pair}"}
+    auth = None
+    if insecure:     # the user asked for it: not one InsecureRequestWarning per query
+        import warnings
+        from urllib3.exceptions import InsecureRequestWarning
+        warnings.filterwarnings("ignore", category=InsecureRequestWarning)
     from urllib3.util.retry import Retry
     # No silent retries: a hanging or failing server must answer within --timeout, once.
     no_retry = Retry(total=0, connect=0, read=0, status=0, raise_on_status=False)
@@ -286,12 +389,8 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
     def q(expr: str):
         try:
             return pc.custom_query_range(expr, start_time=start, end_time=end, step=step)
-        except requests.exceptions.Timeout:
-            raise PromError(f"{url}: no answer within {timeout:g} s") from None
-        except requests.exceptions.ConnectionError:
-            raise PromError(f"{url}: cannot connect (is Prometheus running?)") from None
         except requests.exceptions.RequestException as e:
-            raise PromError(f"{url}: request failed ({e.__class__.__name__})") from None
+            raise _request_error(e, url, timeout) from None
         except ValueError as e:     # prometheus-api-client raises on non-JSON bodies
             raise PromError(f"{url}: the answer is not Prometheus JSON (an HTML page or a proxy error?)") from None
         except Exception as e:      # PrometheusApiClientException carries the HTTP status
@@ -306,38 +405,67 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
     try:
         try:
             names = set(pc.all_metrics())
+        except requests.exceptions.RequestException as e:    # before ValueError: InvalidURL is both
+            raise _request_error(e, url, timeout) from None
         except ValueError:
             raise PromError(f"{url}: the answer is not Prometheus JSON (an HTML page or a proxy error?)") from None
-        except requests.exceptions.Timeout:
-            raise PromError(f"{url}: no answer within {timeout:g} s") from None
-        except requests.exceptions.ConnectionError:
-            raise PromError(f"{url}: cannot connect (is Prometheus running?)") from None
         except Exception as e:
             msg = str(e).splitlines()[0][:160]
             if "401" in msg or "403" in msg:
                 raise PromError(f"{url}: access refused ({msg}); pass --prometheus-token-file or credentials") from None
             raise PromError(f"{url}: cannot list metric names ({msg})") from None
         by = "instance"
+        # Query resolution: Prometheus refuses more than 11,000 points per series, so a long window
+        # gets a wider step (said in a note) instead of an error.
+        span = (end - start).total_seconds()
+        step_s = max(1, int(parse_since(step).total_seconds()))
+        if span / step_s > MAX_POINTS:
+            step_s = math.ceil(span / MAX_POINTS)
+            notes.append(f"step widened to {step_s}s: {span / 3600:.3g} h at --step {step} is more than "
+                         f"Prometheus' 11,000 points per query")
+        step = f"{step_s}s"
+        # Rate windows hold at least four scrapes (a [1m] window over a 60 s scrape interval holds
+        # one sample, and rate() then has nothing to say) and at least one step, as Grafana's
+        # $__rate_interval does.
+        interval = _scrape_interval(pc, names, sel_for, end) or DEFAULT_SCRAPE_S
+        win = f"{int(max(4 * interval, step_s + interval))}s"
         plan = []
         for m, (col, scale, how) in GAUGES.items():
             if m in names and col:
-                agg = "sum" if how == "sum" else "avg"
-                plan.append((col, f"{agg} by ({by}) ({sel_for(m)}) * {scale}", m))
+                plan.append((col, f"{how} by ({by}) ({sel_for(m)}) * {scale}", m))
+        for (m, lab), (col, scale, how) in LABELLED_GAUGES.items():
+            if m in names:
+                sel = f"{m}{{{inner + ',' if inner else ''}{lab}}}"
+                plan.append((col, f"{how} by ({by}) ({sel}) * {scale}", m))
+        # The served model of each instance: the aggregations above drop the model_name label
+        # (Dynamo's frontend calls it `model`; Triton's `model` is its own model name, not this).
+        probe = next((m for m in GAUGES if m in names and GAUGES[m][0]), None)
+        if probe:
+            plan.append(("label:model", f"count by ({by}, model_name) ({sel_for(probe)})", probe))
+        if "dynamo_frontend_inflight_requests" in names:
+            plan.append(("label:model", f"count by ({by}, model) ({sel_for('dynamo_frontend_inflight_requests')})",
+                         "dynamo_frontend_inflight_requests"))
         for m, (col, how) in COUNTERS.items():
             if m in names:
-                fn = "rate" if how == "rate" else "increase"
-                plan.append((col, f"sum by ({by}) ({fn}({sel_for(m)}[1m]))", m))
+                if how == "rate":
+                    plan.append((col, f"sum by ({by}) (rate({sel_for(m)}[{win}]))", m))
+                else:
+                    # Counts (preemptions, retractions): the raw counter per series, differenced
+                    # here step by step (resets handled). Summing increase(...[W]) sampled every
+                    # step counts each event W/step times; one difference per step counts it once.
+                    plan.append(("count:" + col, sel_for(m), m))
+        hwin = f"{int(max(300, 4 * interval, step_s))}s"
         for fam, kind in HISTOGRAMS.items():
             if fam + "_bucket" in names:
                 for qn, qv in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
-                    plan.append((f"{kind}_{qn}", f"histogram_quantile({qv}, sum by (le, {by}) (rate({sel_for(fam + '_bucket')}[5m])))", fam))
+                    plan.append((f"{kind}_{qn}", f"histogram_quantile({qv}, sum by (le, {by}) (rate({sel_for(fam + '_bucket')}[{hwin}])))", fam))
         for m, fact in FACT_GAUGES.items():
             if m in names:
                 plan.append((f"fact:{fact}", f"max by ({by}) ({sel_for(m)})", m))
         if "vllm:cache_config_info" in names:
             plan.append(("info:cache_config", sel_for("vllm:cache_config_info"), "vllm:cache_config_info"))
         if not plan:
-            raise PromError(f"{url}: no vLLM, SGLang, TensorRT-LLM or forge metrics found" + (f" matching {match}" if match else ""))
+            raise PromError(f"{url}: no vLLM, SGLang, TensorRT-LLM (trtllm-serve, Triton), Dynamo or forge metrics found" + (f" matching {match}" if match else ""))
         rows: dict = {}
         for col, expr, metric in plan:
             try:
@@ -354,10 +482,18 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
                 eng = next((e for p, e in ENGINE_OF if metric.startswith(p)), None)
                 if eng:
                     ev.set_fact("engine", eng, override=False)
-                if labels.get("model_name"):
-                    ev.set_fact("model", labels["model_name"], url, None, f"model_name label ({metric})", override=False)
+                model = labels.get("model_name") or (labels.get("model") if metric.startswith("dynamo_") else None)
+                if model:
+                    ev.set_fact("model", model, url, None, f"model label ({metric})", override=False)
                 if col.startswith("info:"):
                     _cache_config(labels, url, 1, ev)
+                    continue
+                if col.startswith("label:"):          # the model fact was set above
+                    continue
+                if col.startswith("count:"):
+                    for when, inc in _increments(series.get("values", [])):
+                        row = rows.setdefault((inst, when), {"time": when, "source": url, "line": None, "engine_idx": 0})
+                        row[col[6:]] = row.get(col[6:], 0.0) + inc
                     continue
                 for ts, val in series.get("values", []):
                     try:
@@ -372,7 +508,7 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
                         continue
                     if col.startswith("fact:"):
                         f = col[5:]
-                        ev.set_fact(f, int(v) if f in ("max_num_seqs", "kv_cache_tokens", "max_model_len", "max_sessions", "max_queue_depth") else v,
+                        ev.set_fact(f, int(v) if f in ("max_num_seqs", "kv_cache_tokens", "max_model_len", "max_sessions", "max_queue_depth", "max_num_batched_tokens") else v,
                                     url, None, f"{metric} = {v:g}")
                         continue
                     row = rows.setdefault((inst, when), {"time": when, "source": url, "line": None, "engine_idx": 0})
@@ -386,6 +522,47 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
             return fetched, notes
         raise
     return fetched, notes
+
+
+MAX_POINTS = 10_000            # per range query; Prometheus' own limit is 11,000
+DEFAULT_SCRAPE_S = 60.0        # when the samples do not tell: a window sized for 60 s still works at 15 s
+
+
+def _scrape_interval(pc, names: set, sel_for, end: datetime) -> float | None:
+    """The scrape interval, read off the raw samples of one gauge over the last 10 minutes of the
+    window (the median spacing): rate windows are sized from it."""
+    probe = next((m for m in GAUGES if m in names), None)
+    if probe is None:
+        return None
+    try:
+        result = pc.custom_query(f"{sel_for(probe)}[10m]", params={"time": f"{end.timestamp():.3f}"})
+    except Exception:          # a failure here is reported by the range queries that follow
+        return None
+    gaps = []
+    for series in result or []:
+        ts = [float(t) for t, _ in series.get("values", [])]
+        gaps += [b - a for a, b in zip(ts, ts[1:]) if b > a]
+    if not gaps:
+        return None
+    gaps.sort()
+    return gaps[len(gaps) // 2]
+
+
+def _increments(values: list) -> list[tuple[datetime, float]]:
+    """A counter's raw values at each step → (time, increase since the previous step). A drop is
+    a restart: the counter began again at zero, so the new value is the increase."""
+    out, prev = [], None
+    for ts, val in values:
+        try:
+            v, when = float(val), datetime.fromtimestamp(float(ts), tz=timezone.utc).replace(tzinfo=None)
+        except (TypeError, ValueError, OverflowError, OSError):
+            continue
+        if not math.isfinite(v):
+            continue
+        if prev is not None:
+            out.append((when, v - prev if v >= prev else v))
+        prev = v
+    return out
 
 
 def parse_since(text: str) -> timedelta:

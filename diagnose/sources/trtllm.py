@@ -37,6 +37,13 @@ TP_INTRA = re.compile(r"TP group is intra-node for rank")
 MEM_CHANGE = re.compile(r"\[MemUsageChange\] (?P<what>.*)")
 NOT_SPECIFIED = re.compile(r"^(?P<k>\w+) (?:is not specified|not set), (?:will use default value(?: of (?P<v>[\w.]+))?|defaulting to (?P<v2>[\w.]+)|will be (?:set to |automatically set)(?P<v3>[\w.]*))")
 EVICT = re.compile(r"(?:pause|evict)\w* request", re.I)
+VERSION_BANNER = re.compile(r"TensorRT[- ]LLM version: (?P<v>\d[\w.\-+]*)")
+QUANT_ALGO = re.compile(r"Setting (?P<k>quant_algo|kv_cache_quant_algo)=(?P<v>\w+) from")
+# The LLM API's arguments, as trtllm-serve prints them after "LLM Args:" (`key=value …`, one long
+# line) or as Dynamo's worker logs them ("TRTLLM engine args: {'key': value, …}").
+ARG = re.compile(r"""['"]?\b(?P<k>tensor_parallel_size|pipeline_parallel_size|max_batch_size|max_num_tokens|use_cuda_graph|cuda_graph_config|enable_chunked_prefill)['"]?\s*[:=]\s*(?P<v>[\w.]+)""")
+ARG_FACTS = {"tensor_parallel_size": "tensor_parallel_size", "pipeline_parallel_size": "pipeline_parallel_size",
+             "max_batch_size": "max_num_seqs", "max_num_tokens": "max_num_batched_tokens"}
 ERROR = re.compile(r"(?:Assertion failed|RuntimeError|CUDA runtime error|Executor worker returned error|Encountered an error in forward)")
 
 # `TRTGptModel <key>` → normalized facts
@@ -76,6 +83,7 @@ class TrtllmParser:
         self._dump = kv.WrappedDump(_braces_step, 50, self._json_line)   # a stats JSON line wrapped by the paste
         self._tpb: int | None = None
         self._blocks: int | None = None
+        self._args_next = False          # the line after "LLM Args:" holds them
 
     def wants_more(self) -> bool:
         return self._dump.wants_more()
@@ -88,6 +96,14 @@ class TrtllmParser:
 
     def feed(self, line: Line, ev: Evidence, when) -> bool:
         msg = line.msg
+        if self._args_next:
+            self._args_next = False
+            if msg.startswith("model=") and "tensor_parallel_size=" in msg:
+                self._llm_args(msg, line, ev)
+                return True
+        if "TRTLLM engine args:" in msg:
+            self._llm_args(msg[msg.index("TRTLLM engine args:"):], line, ev)
+            return True
         if msg.startswith('"{') and msg.endswith('"'):
             # Newer Triton quotes and escapes the message: "{\"Active Request Count\":…}"
             try:
@@ -211,7 +227,9 @@ class TrtllmParser:
         ev.set_fact("gpu_memory_gib", float(m.group("t")), line.source, line.lineno, line.raw)
 
     def _kv_dtype(self, m, line, ev, when):
-        ev.set_fact("kv_cache_dtype", _norm_dtype(m.group("d")), line.source, line.lineno, line.raw)
+        d = _norm_dtype(m.group("d"))
+        # "auto" is "as the checkpoint says": a kv_cache_quant_algo already read from it stands.
+        ev.set_fact("kv_cache_dtype", d, line.source, line.lineno, line.raw, override=d != "auto")
 
     def _mem_change(self, m, line, ev, when):
         ev.count("trtllm_mem_usage_lines")
@@ -230,6 +248,35 @@ class TrtllmParser:
         elif k == "enable_kv_cache_reuse":
             ev.set_fact("prefix_caching", False, line.source, line.lineno, line.raw, override=False)
 
+    def _llm_args(self, text: str, line: Line, ev: Evidence) -> None:
+        seen: set = set()
+        for m in ARG.finditer(text):
+            k, v = m.group("k"), m.group("v")
+            if k in seen:                 # nested configs repeat names (moe_config.max_num_tokens): the first is the LLM's
+                continue
+            seen.add(k)
+            if k in ARG_FACTS and v.isdigit():
+                ev.set_fact(ARG_FACTS[k], int(v), line.source, line.lineno, line.raw)
+            elif k in ("use_cuda_graph", "cuda_graph_config"):
+                graphs = v not in ("False", "None", "false")
+                ev.set_fact("cuda_graphs", graphs, line.source, line.lineno, line.raw)
+                ev.set_fact("enforce_eager", not graphs, line.source, line.lineno, line.raw)
+            elif k == "enable_chunked_prefill" and v in ("True", "False"):
+                ev.set_fact("chunked_prefill", v == "True", line.source, line.lineno, line.raw)
+
+    def _args_marker(self, m, line, ev, when):
+        self._args_next = True
+
+    def _banner(self, m, line, ev, when):
+        ev.set_fact("engine_version", m.group("v"), line.source, line.lineno, line.raw, override=False)
+
+    def _quant_algo(self, m, line, ev, when):
+        v = m.group("v").lower()
+        if m.group("k") == "quant_algo":
+            ev.set_fact("quantization", v, line.source, line.lineno, line.raw)
+        elif v.startswith("fp8") or v in ("nvfp4", "int8"):
+            ev.set_fact("kv_cache_dtype", "fp8" if v.startswith("fp8") else v, line.source, line.lineno, line.raw)
+
     def _intra(self, m, line, ev, when):
         ev.add_event("tp_intra_node", line.source, line.lineno, line.raw, when)
 
@@ -242,7 +289,8 @@ class TrtllmParser:
         (ENGINE_SIZE, _engine_size), (MEM_CALC, _mem_calc), (BLOCKS, _blocks_fn), (TPB, _tpb_fn),
         (KV_ALLOC, _kv_alloc), (PAGED_TOKENS, _paged), (PYT_LIMITS, _pyt_limits), (PYT_PEAK, _pyt_peak),
         (KV_DTYPE, _kv_dtype), (TP_INTRA, _intra), (NOT_SPECIFIED, _not_specified),
-        (MEM_CHANGE, _mem_change), (ERROR, _error),
+        (MEM_CHANGE, _mem_change), (VERSION_BANNER, _banner), (QUANT_ALGO, _quant_algo),
+        (re.compile(r"\bLLM Args:\s*$"), _args_marker), (ERROR, _error),
     ]
 
 
