@@ -28,9 +28,9 @@ import pytest
 import requests
 
 from conftest import ROOT, run_cli
-from prom_harness import (SCENARIOS, BadServer, HarnessError, PromServer, backfill, default_start, missing_tools,
-                          port_open, prom_query, write_openmetrics, write_openmetrics_all, write_openmetrics_nvidia,
-                          write_openmetrics_sglang)
+from prom_harness import (REPLICA_DOWN_AFTER_S, SCENARIOS, BadServer, HarnessError, PromServer, backfill,
+                          default_start, missing_tools, port_open, prom_query, write_openmetrics, write_openmetrics_all,
+                          write_openmetrics_nvidia, write_openmetrics_sglang)
 
 SINCE = "40m"             # every scenario holds 35 minutes of data ending about a minute before the run
 SEVERITY_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
@@ -946,3 +946,16 @@ def test_cli_a_replica_with_zero_traffic_counts_in_the_imbalance(prom):
     f = next((f for f in fleet["findings"] if f["id"] == "replica-imbalance"), None)
     assert f is not None, [x["id"] for x in fleet["findings"]]
     assert idle.instances[0] in f["title"] and healthy.instances[0] in f["title"], f["title"]
+
+
+def test_cli_replica_gone_for_seven_minutes_is_down(prom):
+    """A replica whose last scrape is 7 minutes before the window's end is down: the range query's
+    5-minute lookback used to repeat its last values and hide it."""
+    d = prom.data["replica_down"]
+    start = d.start.astimezone(timezone.utc)
+    end = start + timedelta(seconds=REPLICA_DOWN_AFTER_S + 7 * 60)
+    out = _json_ok(_cli_tz("UTC", "--prometheus", prom.url, "--match", d.match, "--format", "json",
+                           "--start", start.strftime("%Y-%m-%dT%H:%M:%SZ"), "--end", end.strftime("%Y-%m-%dT%H:%M:%SZ")))
+    f = next((f for f in out["fleet"]["findings"] if f["id"] == "replica-down"), None)
+    assert f is not None and d.instances[1] in f["title"], [x["id"] for x in out["fleet"]["findings"]]
+    assert d.instances[0] not in f["title"], f["title"]

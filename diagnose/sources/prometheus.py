@@ -442,6 +442,10 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
         probe = next((m for m in GAUGES if m in names and GAUGES[m][0]), None)
         if probe:
             plan.append(("label:model", f"count by ({by}, model_name) ({sel_for(probe)})", probe))
+        if probe:
+            # When each instance was really last scraped: a range query repeats the last sample for
+            # Prometheus' 5-minute lookback, which hid a replica gone for 7 minutes.
+            plan.append(("seen:", f"max by ({by}) (timestamp({sel_for(probe)}))", probe))
         if "dynamo_frontend_inflight_requests" in names:
             plan.append(("label:model", f"count by ({by}, model) ({sel_for('dynamo_frontend_inflight_requests')})",
                          "dynamo_frontend_inflight_requests"))
@@ -467,6 +471,7 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
         if not plan:
             raise PromError(f"{url}: no vLLM, SGLang, TensorRT-LLM (trtllm-serve, Triton), Dynamo or forge metrics found" + (f" matching {match}" if match else ""))
         rows: dict = {}
+        seen: dict[str, float] = {}          # instance -> time of its last real sample (epoch s)
         for col, expr, metric in plan:
             try:
                 result = q(expr)
@@ -489,6 +494,11 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
                     _cache_config(labels, url, 1, ev)
                     continue
                 if col.startswith("label:"):          # the model fact was set above
+                    continue
+                if col == "seen:":
+                    stamps = [float(v) for _, v in series.get("values", []) if _finite_str(v)]
+                    if stamps:
+                        seen[inst] = max(seen.get(inst, 0.0), max(stamps))
                     continue
                 if col.startswith("count:"):
                     for when, inc in _increments(series.get("values", [])):
@@ -516,6 +526,9 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
         for (inst, when), row in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1])):
             fetched[inst].add_stats(row)
             fetched[inst].last_seen = when
+        for inst, ts in seen.items():
+            if inst in fetched:
+                fetched[inst].last_seen = datetime.fromtimestamp(ts, tz=timezone.utc).replace(tzinfo=None)
     except PromError:
         if partial and fetched:
             notes.append("partial data (--partial): the server failed part-way; the report uses what was fetched")
@@ -546,6 +559,13 @@ def _scrape_interval(pc, names: set, sel_for, end: datetime) -> float | None:
         return None
     gaps.sort()
     return gaps[len(gaps) // 2]
+
+
+def _finite_str(v) -> bool:
+    try:
+        return math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
 
 
 def _increments(values: list) -> list[tuple[datetime, float]]:
