@@ -298,6 +298,28 @@ class ScenarioData:
     step_s: int
     job: str = "vllm"
     counters: dict = field(default_factory=dict)   # {instance: {"vllm:..._total": [(ts, value)]}}
+    hists: dict = field(default_factory=dict)      # {instance: {family: (buckets, {"b": [[(ts, v)]], "inf": [...]})}}
+
+    def window_quantile(self, family: str, q: float, start_ts: float, end_ts: float) -> float:
+        """The ground truth of "p{q} over the window": the quantile of what the histogram counted
+        between two times (summed over instances), interpolated inside a bucket as Prometheus'
+        histogram_quantile does."""
+        bounds, counts = None, None
+        for per in self.hists.values():
+            buckets, o = per[family]
+            at = lambda samples, t: max((v for ts, v in samples if ts <= t), default=0.0)
+            inc = [at(b, end_ts) - at(b, start_ts) for b in o["b"]] + [at(o["inf"], end_ts) - at(o["inf"], start_ts)]
+            bounds = list(buckets) + [math.inf]
+            counts = inc if counts is None else [a + b for a, b in zip(counts, inc)]
+        rank = q * counts[-1]
+        prev_bound, prev_count = 0.0, 0.0
+        for bound, count in zip(bounds, counts):
+            if count >= rank:
+                if math.isinf(bound):
+                    return prev_bound
+                return prev_bound + (bound - prev_bound) * (rank - prev_count) / (count - prev_count)
+            prev_bound, prev_count = bound, count
+        return prev_bound
 
     def counter_increase(self, name: str, start_ts: float, end_ts: float) -> float:
         """What the counter really grew by between two times (the last samples at or before each),
@@ -358,6 +380,7 @@ def _add_scenario(fams: dict, scenario: str, start: datetime, minutes: int, step
     n = int(minutes * 60 // step_s) + 1
     times = [t0 + i * step_s for i in range(n)]
     counters: dict = {}                          # ground truth for tests: {instance: {counter: samples}}
+    hists: dict = {}
     for k, inst in enumerate(insts):
         rng = random.Random(f"{scenario}/{k}")
         base = {"instance": inst, "job": "vllm", "namespace": namespace or scenario}
@@ -420,6 +443,7 @@ def _add_scenario(fams: dict, scenario: str, start: datetime, minutes: int, step
             counters.setdefault(inst, {})[name + "_total"] = samples
         for hname, (_h, buckets, _f, _u) in HISTOGRAMS.items():
             o = h_out[hname]
+            hists.setdefault(inst, {})[hname] = (buckets, o)
             for j, b in enumerate(buckets):
                 fams[hname].series.append((hname + "_bucket", {**common, "le": _le(b)}, o["b"][j]))
             fams[hname].series.append((hname + "_bucket", {**common, "le": "+Inf"}, o["inf"]))
@@ -436,7 +460,7 @@ def _add_scenario(fams: dict, scenario: str, start: datetime, minutes: int, step
     return ScenarioData(name=scenario, namespace=namespace or scenario, instances=insts, model_name=spec.model_name,
                         start=datetime.fromtimestamp(t0, timezone.utc),
                         end=datetime.fromtimestamp(times[-1], timezone.utc), step_s=step_s,
-                        counters=counters)
+                        counters=counters, hists=hists)
 
 
 def _write(path, fams: dict) -> None:

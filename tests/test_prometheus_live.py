@@ -959,3 +959,17 @@ def test_cli_replica_gone_for_seven_minutes_is_down(prom):
     f = next((f for f in out["fleet"]["findings"] if f["id"] == "replica-down"), None)
     assert f is not None and d.instances[1] in f["title"], [x["id"] for x in out["fleet"]["findings"]]
     assert d.instances[0] not in f["title"], f["title"]
+
+
+@pytest.mark.parametrize("scenario", ["prefill_bound", "underloaded"])
+def test_cli_ttft_p95_is_the_windows_own_quantile(prom, scenario):
+    """"TTFT p95" of a window is the quantile of the requests in it (the histogram's increase over
+    the window), within 5 % of what the generator counted; not a mean of rolling 5-minute p95s."""
+    d = prom.data[scenario]
+    start, end = d.start.astimezone(timezone.utc), d.end.astimezone(timezone.utc)
+    truth = d.window_quantile("vllm:time_to_first_token_seconds", 0.95, start.timestamp(), end.timestamp())
+    a = _single(_json_ok(_cli_tz("UTC", "--prometheus", prom.url, "--match", d.match, "--format", "json", "--verbose",
+                                 "--start", start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                 "--end", end.strftime("%Y-%m-%dT%H:%M:%SZ"))))
+    got = a["signals"]["ttft_p95_window"]["value"]
+    assert abs(got - truth) <= 0.05 * truth, (got, truth)

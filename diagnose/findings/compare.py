@@ -36,6 +36,8 @@ def compare(before: dict, after: dict) -> dict:
     signals = {}
     bs, as_ = before.get("signals") or {}, after.get("signals") or {}
     for name in sorted(set(bs) | set(as_), key=lambda n: list(DIRECTION).index(n) if n in DIRECTION else 99):
+        if "mean" not in (bs.get(name) or {}) and "mean" not in (as_.get(name) or {}):
+            continue        # a single value per window (a window quantile): no spread to judge a change by
         signals[name] = judge(name, bs.get(name), as_.get(name))
     return {"rule": RULE_TEXT, "config_changes": changes, "new": sorted(a_ids - b_ids),
             "fixed": sorted(b_ids - a_ids), "unchanged": sorted(a_ids & b_ids), "signals": signals}

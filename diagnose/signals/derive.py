@@ -555,6 +555,13 @@ def _runtime(ev: Evidence, s: Signals) -> None:
         if x:
             v[f"{col}_s"] = round(statistics.fmean(x), 4)
             v[f"{col}_max_s"] = round(max(x), 4)
+        # A live Prometheus gives the window's own quantile (its histogram's increase over the
+        # whole window): that, not a mean of rolling 5-minute quantiles, is "p95 of this window".
+        w = ev.values.get(f"window_{col}")
+        if w:
+            v[f"{col}_s"] = round(w[0], 4)
+            v["latency_quantiles_over"] = "the whole window (histogram increase)"
+            s.key_stats[f"{col}_window"] = {"value": round(w[0], 4), "over": "the whole window (histogram increase)"}
     both = [(i, r) for i, r in zip(st["itl_p50"], st["running"]) if i is not None and r is not None]
     if len(both) >= 6:
         itl, running = [b[0] for b in both], [b[1] for b in both]

@@ -529,6 +529,23 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
         for inst, ts in seen.items():
             if inst in fetched:
                 fetched[inst].last_seen = datetime.fromtimestamp(ts, tz=timezone.utc).replace(tzinfo=None)
+        # Latency quantiles of the whole window, from each histogram's increase over it (what a
+        # dashboard's "p95 over the last 2 h" means), beside the rolling 5-minute series above.
+        for fam, kind in HISTOGRAMS.items():
+            if fam + "_bucket" not in names or not fetched:
+                continue
+            for qn, qv in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
+                expr = (f"histogram_quantile({qv}, sum by (le, {by}) "
+                        f"(increase({sel_for(fam + '_bucket')}[{max(int(span), 60)}s])))")
+                try:
+                    result = pc.custom_query(expr, params={"time": f"{end.timestamp():.3f}"})
+                except Exception:         # the rolling quantiles above still stand
+                    continue
+                for series in result or []:
+                    inst = instance_of(series.get("metric", {})) or "all"
+                    val = (series.get("value") or [None, None])[1]
+                    if inst in fetched and _finite_str(val):
+                        fetched[inst].values[f"window_{kind}_{qn}"] = [float(val)]
     except PromError:
         if partial and fetched:
             notes.append("partial data (--partial): the server failed part-way; the report uses what was fetched")
