@@ -119,7 +119,7 @@ def analyze_prometheus(p: dict, rules, ignore, overrides, targets) -> list[Analy
         groups.setdefault(str(ev.fact("model") or ""), {})[inst] = ev
     out: list[Analysis] = []
     for _model, members in sorted(groups.items()):
-        if len(members) == 1:
+        if len(members) == 1 and not _silent(next(iter(members.values())), end):
             inst, ev = next(iter(members.items()))
             a = analyze_evidence(ev, rules, ignore, overrides, targets)
             a.instance = inst
@@ -127,6 +127,16 @@ def analyze_prometheus(p: dict, rules, ignore, overrides, targets) -> list[Analy
         else:
             out += analyze_fleet(members, rules, ignore, overrides, end=end, targets=targets)
     return out
+
+
+def _silent(ev: Evidence, end) -> bool:
+    """A lone instance whose samples stop well before the window's end (or that was scraped as
+    down all along): it goes through the fleet view, where replica-down says so."""
+    from .signals.fleet import DOWN_S
+    if ev.counters.get("scrape_down_all_window"):
+        return True
+    last = ev.last_seen
+    return end is not None and last is not None and (end - last).total_seconds() > DOWN_S
 
 
 def split_instances(ev: Evidence) -> dict[str, Evidence]:

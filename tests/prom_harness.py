@@ -115,6 +115,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              description="A: running 200, waiting 50, KV 97 %; B: running 20, waiting 0, KV 15 %"),
     Scenario("replica_down", 9, LLAMA, instances=2,
              description="A and B healthy; B's series stop after 10 minutes (up=0 from then on)"),
+    Scenario("replacement", 10, LLAMA,
+             description="a new replica that starts 30 s after replica_down's B stops (a rolling restart)"),
 )}
 REPLICA_DOWN_AFTER_S = 600
 
@@ -229,6 +231,10 @@ def _state(scn: str, inst: int, t_rel: float, f: float, rng: random.Random) -> S
         return State(running=running, waiting=0, kv=_clamp(0.45 * running / 40 + 0.02 * g(0, 1), 0.3, 0.85),
                      gen_tps=gen, prompt_tps=req * 800, req_rate=req, ttft=(0.2, 0.7), itl=(0.03, 0.05),
                      e2e=(12.2, 20.0), queue=(0.005, 0.05))
+    if scn == "replacement":
+        if t_rel <= REPLICA_DOWN_AFTER_S + 30:
+            return None
+        return _state("replica_down", 0, t_rel, f, rng)
     raise KeyError(f"unknown scenario {scn!r}; known: {', '.join(SCENARIOS)}")
 
 

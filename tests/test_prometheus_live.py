@@ -68,7 +68,8 @@ def prom(prom_tools, tmp_path_factory):
     base = tmp_path_factory.mktemp("prometheus")
     om = base / "all.om"
     data = write_openmetrics_all(om, start=default_start(), slow_scrape={"kv_saturated": 60},
-                                 mixes={"two_models": ["healthy", "underloaded"], "one_cold": ["healthy", "idle"]})
+                                 mixes={"two_models": ["healthy", "underloaded"], "one_cold": ["healthy", "idle"],
+                                        "rolling_restart": ["replica_down", "replacement"]})
     backfill(om, base / "tsdb")
     om.unlink()                                   # ~30 MB of text; the blocks hold it now
     sg = base / "sglang.om"                       # other engines: their own blocks in the same TSDB
@@ -973,3 +974,43 @@ def test_cli_ttft_p95_is_the_windows_own_quantile(prom, scenario):
                                  "--end", end.strftime("%Y-%m-%dT%H:%M:%SZ"))))
     got = a["signals"]["ttft_p95_window"]["value"]
     assert abs(got - truth) <= 0.05 * truth, (got, truth)
+
+
+def _window(d, start_after_s: float = 0, end_after_s: float | None = None) -> tuple[str, str]:
+    start = d.start.astimezone(timezone.utc) + timedelta(seconds=start_after_s)
+    end = d.end.astimezone(timezone.utc) if end_after_s is None else d.start.astimezone(timezone.utc) + timedelta(seconds=end_after_s)
+    return start.strftime("%Y-%m-%dT%H:%M:%SZ"), end.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_cli_rolling_restart_is_not_replica_down(prom):
+    """An old replica stops and a new one comes up 30 s later (pods replaced one by one): routine,
+    not a critical outage."""
+    old, new = prom.data["rolling_restart"]
+    out = _json_ok(_cli_tz("UTC", "--prometheus", prom.url, "--match", '{namespace="rolling_restart"}',
+                           "--since", SINCE, "--format", "json"))
+    assert "replica-down" not in _all_ids(out), sorted(_all_ids(out))
+
+
+def test_cli_replica_down_since_before_the_window_is_named(prom):
+    """B stopped 10 minutes into the data and Prometheus scrapes it as down since: a window that
+    starts 20 minutes in holds no series of B at all, only up == 0. It is down, not absent."""
+    d = prom.data["replica_down"]
+    start, end = _window(d, start_after_s=20 * 60)
+    out = _json_ok(_cli_tz("UTC", "--prometheus", prom.url, "--match", d.match, "--format", "json",
+                           "--start", start, "--end", end))
+    f = next((f for f in out["fleet"]["findings"] if f["id"] == "replica-down"), None)
+    assert f is not None and d.instances[1] in f["title"], sorted(_all_ids(out))
+
+
+def test_cli_single_server_silent_for_twenty_minutes_is_not_healthy(prom):
+    """One server whose series stop 20 minutes before the window's end: it is down, said as such,
+    not "healthy" from its last good minutes."""
+    d = prom.data["replica_down"]
+    stop = REPLICA_DOWN_AFTER_S
+    start, end = _window(d, end_after_s=stop + 20 * 60)
+    out = _json_ok(_cli_tz("UTC", "--prometheus", prom.url, "--match",
+                           '{namespace="replica_down",instance="%s"}' % d.instances[1], "--format", "json",
+                           "--start", start, "--end", end))
+    f = next((f for f in out["fleet"]["findings"] if f["id"] == "replica-down"), None)
+    assert f is not None and d.instances[1] in f["title"], sorted(_all_ids(out))
+    assert f["severity"] == "critical"

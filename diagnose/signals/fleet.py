@@ -24,16 +24,35 @@ def fleet_signals(analyses: list, end=None) -> dict:
             v[f"fleet_{key}_coolest"] = f"{cold[0]} ({cold[1]:.3g})"
             v[f"fleet_{key}_ratio"] = round(hot[1] / cold[1], 2) if cold[1] else (float("inf") if hot[1] else 1.0)
             v[f"fleet_{key}_spread"] = round(hot[1] - cold[1], 3)
-    # A replica whose series stop while the others go on.
+    # A replica whose series stop while the others go on (or, with the window's end known, a lone
+    # server that fell silent). A replica replaced by a new one that came up within REPLACED_S of
+    # its last sample is a rolling restart, not an outage; one scraped as down (up == 0) for the
+    # whole window never had a series and is down from the start.
     last = [(n, a.evidence.last_seen or _last_time(a)) for n, a in zip(names, analyses)]
+    first = {n: _first_time(a) for n, a in zip(names, analyses)}
     known = [t for _, t in last if t is not None]
-    if len(known) >= 2:
+    dead = [n for n, a in zip(names, analyses) if a.evidence.counters.get("scrape_down_all_window")]
+    if len(known) >= 2 or (end is not None and (known or dead)):
         newest = end or max(known)
-        gap = 300   # seconds: five scrape intervals at 60 s, twenty at 15 s
-        down = [n for n, t in last if t is not None and (newest - t).total_seconds() > gap]
+        stale = [(n, t) for n, t in last if t is not None and (newest - t).total_seconds() > DOWN_S]
+        replaced = [n for n, t in stale
+                    if any(m != n and f is not None and -REPLACED_S <= (f - t).total_seconds() <= REPLACED_S
+                           and (newest - (dict(last).get(m) or newest)).total_seconds() <= DOWN_S
+                           for m, f in first.items())]
+        down = [n for n, _ in stale if n not in replaced] + dead
         v["fleet_down"] = ", ".join(down) if down else None
         v["fleet_down_count"] = len(down)
+        v["fleet_replaced"] = ", ".join(replaced) if replaced else None
     return v
+
+
+DOWN_S = 300       # seconds without a sample: five scrape intervals at 60 s, twenty at 15 s
+REPLACED_S = 180   # a new replica up within this of an old one's last sample: a rolling restart
+
+
+def _first_time(a):
+    rows = [r["time"] for r in a.evidence.stats_rows if r.get("time") is not None]
+    return min(rows) if rows else None
 
 
 def _last_time(a):

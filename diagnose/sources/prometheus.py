@@ -446,6 +446,12 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
             # When each instance was really last scraped: a range query repeats the last sample for
             # Prometheus' 5-minute lookback, which hid a replica gone for 7 minutes.
             plan.append(("seen:", f"max by ({by}) (timestamp({sel_for(probe)}))", probe))
+        if "up" in names and probe:
+            # Targets Prometheus scraped and found down: one down for the whole window has no
+            # engine series at all, and would vanish from the fleet without this. Only the jobs
+            # that scrape engines (not node exporters and the like).
+            up_sel = f"up{{{inner}}}" if inner else "up"
+            plan.append(("up:", f"max by ({by}) ({up_sel} and on (job) count by (job) ({sel_for(probe)}))", "up"))
         if "dynamo_frontend_inflight_requests" in names:
             plan.append(("label:model", f"count by ({by}, model) ({sel_for('dynamo_frontend_inflight_requests')})",
                          "dynamo_frontend_inflight_requests"))
@@ -472,6 +478,7 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
             raise PromError(f"{url}: no vLLM, SGLang, TensorRT-LLM (trtllm-serve, Triton), Dynamo or forge metrics found" + (f" matching {match}" if match else ""))
         rows: dict = {}
         seen: dict[str, float] = {}          # instance -> time of its last real sample (epoch s)
+        down_all: set[str] = set()            # instances scraped as down (up == 0) all the window
         for col, expr, metric in plan:
             try:
                 result = q(expr)
@@ -494,6 +501,11 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
                     _cache_config(labels, url, 1, ev)
                     continue
                 if col.startswith("label:"):          # the model fact was set above
+                    continue
+                if col == "up:":
+                    ups = [float(v) for _, v in series.get("values", []) if _finite_str(v)]
+                    if ups and max(ups) == 0:
+                        down_all.add(inst)
                     continue
                 if col == "seen:":
                     stamps = [float(v) for _, v in series.get("values", []) if _finite_str(v)]
@@ -526,6 +538,17 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
         for (inst, when), row in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1])):
             fetched[inst].add_stats(row)
             fetched[inst].last_seen = when
+        for inst in down_all:
+            ev = fetched[inst]
+            if not ev.stats_rows:              # no engine series: down since before the window
+                ev.counters["scrape_down_all_window"] = 1
+                eng = next((e for p_, e in ENGINE_OF for m in names if m.startswith(p_)), None)
+                if eng:
+                    ev.set_fact("engine", eng, override=False)
+            else:
+                ev.counters.pop("scrape_down_all_window", None)
+        for inst in [i for i, e in fetched.items() if not e.stats_rows and not e.counters.get("scrape_down_all_window")]:
+            del fetched[inst]                  # only the `up` series, and it was up: nothing to say
         for inst, ts in seen.items():
             if inst in fetched:
                 fetched[inst].last_seen = datetime.fromtimestamp(ts, tz=timezone.utc).replace(tzinfo=None)
