@@ -84,3 +84,17 @@ def test_wrapped_vllm_args_take_tp_from_worker_names_not_defaults():
     assert dep["engine_version"] == "0.19.0"
     assert dep["model"] == "/workspace/lambo/models/Qwen3.5-9B"
     assert dep.get("gpu_memory_utilization") is None      # unknown, not vLLM's default 0.9
+
+
+def test_a_log_that_opens_with_access_lines_is_a_log_not_yaml(tmp_path):
+    """`INFO:     10.0.0.1:5000 - "POST …" 200 OK` has YAML's key: value shape; a pasted tail that
+    opens with forty of them is still a vLLM log (it was refused as broken YAML)."""
+    access = "".join(f'INFO:     10.9.1.21:{50000 + i} - "POST /v1/completions HTTP/1.1" 200 OK\n' for i in range(40))
+    stats = ("INFO 09-18 22:42:00 metrics.py:351] Avg prompt throughput: 5061.5 tokens/s, Avg generation throughput: "
+             "895.1 tokens/s, Running: 30 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 41.0%, CPU KV "
+             "cache usage: 0.0%.\n")
+    f = tmp_path / "tail.log"
+    f.write_text(access + stats)
+    d = json.loads(run_cli("--format", "json", f).stdout)
+    assert d["inputs"][0]["kind"] == "log" and d["deployment"]["engine"] == "vllm", d["inputs"]
+    assert d["inputs"][0]["lines"] == 41 and d["inputs"][0]["recognised_lines"] == 41, d["inputs"]

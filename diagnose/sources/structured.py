@@ -13,6 +13,9 @@ MAX_BYTES = 64 * 1024 * 1024
 # `key = value` with spaces, as TOML is written; logfmt (`time="…" level=info`) has none.
 TOML_LINE = re.compile(rb"^\s*(?:\[[^\]]+\]|[\w.\"'-]+ = \S.*)\s*$")
 YAML_LINE = re.compile(rb"^\s*(?:-\s+)?[\"']?[\w.\-/]+[\"']?\s*:(?:\s|$)")
+# `INFO:     10.0.0.1:5000 - "POST …` (uvicorn's access lines) has YAML's shape: a log level as the
+# key is a log line, so a log whose first lines are all access lines stays a log.
+LOG_LEVEL_KEY = re.compile(rb"^\s*(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|TRACE):")
 TRT_HINTS = ("kv_cache_config", "tensorrt_llm", "enable_chunked_context", "scheduler_config",
              "cuda_graph_config", "free_gpu_memory_fraction", "max_num_tokens", "tokens_per_block",
              "use_paged_kv_cache", "print_iter_log", "enable_iter_perf_stats", "backend")
@@ -26,7 +29,8 @@ def sniff(head: bytes) -> str | None:
             return "json"
         return None
     lines = [ln for ln in head.splitlines()[:40] if ln.strip() and not ln.lstrip().startswith(b"#")]
-    if len(lines) >= 2 and sum(bool(YAML_LINE.match(ln)) or ln.lstrip().startswith(b"- ") for ln in lines) >= 0.8 * len(lines):
+    if len(lines) >= 2 and sum((bool(YAML_LINE.match(ln)) and not LOG_LEVEL_KEY.match(ln)) or ln.lstrip().startswith(b"- ")
+                               for ln in lines) >= 0.8 * len(lines):
         return "yaml"
     if len(lines) >= 2 and sum(bool(TOML_LINE.match(ln)) for ln in lines) >= 0.9 * len(lines) and any(b"=" in ln for ln in lines):
         return "toml"

@@ -210,8 +210,14 @@ class TrtllmParser:
 
     def _kv_alloc(self, m, line, ev, when):
         g = float(m.group("g")) / (1024 if m.group("u") == "MiB" else 1)
+        n = int(m.group("n"))
+        # The PyTorch backend first sizes a small probe pool (a dry run, e.g. 8,224 tokens), then
+        # the real one: the real pool is the larger, whatever order the ranks print them in.
+        known = ev.fact("kv_cache_tokens")
+        if known is not None and isinstance(known, int) and known >= n:
+            return
         ev.set_fact("kv_cache_memory_gib", round(g, 2), line.source, line.lineno, line.raw)
-        ev.set_fact("kv_cache_tokens", int(m.group("n")), line.source, line.lineno, line.raw)
+        ev.set_fact("kv_cache_tokens", n, line.source, line.lineno, line.raw)
 
     def _paged(self, m, line, ev, when):
         ev.set_fact("kv_cache_tokens", int(m.group("n")), line.source, line.lineno, line.raw)
@@ -256,7 +262,8 @@ class TrtllmParser:
                 continue
             seen.add(k)
             if k in ARG_FACTS and v.isdigit():
-                ev.set_fact(ARG_FACTS[k], int(v), line.source, line.lineno, line.raw)
+                # the first launch's arguments (a file may hold several servers or relaunches)
+                ev.set_fact(ARG_FACTS[k], int(v), line.source, line.lineno, line.raw, override=False)
             elif k in ("use_cuda_graph", "cuda_graph_config"):
                 graphs = v not in ("False", "None", "false")
                 ev.set_fact("cuda_graphs", graphs, line.source, line.lineno, line.raw)
