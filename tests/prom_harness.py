@@ -313,8 +313,7 @@ class ScenarioData:
         bounds, counts = None, None
         for per in self.hists.values():
             buckets, o = per[family]
-            at = lambda samples, t: max((v for ts, v in samples if ts <= t), default=0.0)
-            inc = [at(b, end_ts) - at(b, start_ts) for b in o["b"]] + [at(o["inf"], end_ts) - at(o["inf"], start_ts)]
+            inc = [(_value_at(b, end_ts) or 0.0) - (_value_at(b, start_ts) or 0.0) for b in o["b"] + [o["inf"]]]
             bounds = list(buckets) + [math.inf]
             counts = inc if counts is None else [a + b for a, b in zip(counts, inc)]
         rank = q * counts[-1]
@@ -333,8 +332,7 @@ class ScenarioData:
         total = 0.0
         for per in self.counters.values():
             samples = per.get(name, [])
-            at = lambda t: max((v for ts, v in samples if ts <= t), default=None)
-            a, b = at(start_ts), at(end_ts)
+            a, b = _value_at(samples, start_ts), _value_at(samples, end_ts)
             if a is not None and b is not None:
                 total += b - a
         return total
@@ -354,6 +352,11 @@ class _Family:
     type: str
     help: str
     series: list = field(default_factory=list)   # [(sample name, labels dict, [(ts, value)])]
+
+
+def _value_at(samples: list, t: float):
+    """A counter's value at time t: its last sample at or before t (None before the first)."""
+    return max((v for ts, v in samples if ts <= t), default=None)
 
 
 def _families() -> dict:
@@ -540,16 +543,10 @@ def write_openmetrics_sglang(path, start: datetime, minutes: int = DEFAULT_MINUT
             fams[n].append((ts, v))
         for n in cnt:
             counters[n].append((ts, math.floor(cnt[n])))
-    path = Path(path)
-    with path.open("w", encoding="utf-8", newline="\n") as fh:
-        for n, samples in fams.items():
-            fh.write(f"# HELP {n} {n}\n# TYPE {n} gauge\n")
-            fh.writelines(f"{n}{_labels(lab)} {_fmt(v)} {ts}\n" for ts, v in samples)
-        for n, samples in counters.items():
-            fam = n[: -len("_total")]
-            fh.write(f"# HELP {fam} {fam}\n# TYPE {fam} counter\n")
-            fh.writelines(f"{n}{_labels(lab)} {_fmt(v)} {ts}\n" for ts, v in samples)
-        fh.write("# EOF\n")
+    out = {n: _Family(n, "gauge", n, [(n, lab, samples)]) for n, samples in fams.items()}
+    out.update({n[: -len("_total")]: _Family(n[: -len("_total")], "counter", n[: -len("_total")], [(n, lab, samples)])
+                for n, samples in counters.items()})
+    _write(path, out)
     return ScenarioData(name=namespace, namespace=namespace, instances=[inst], model_name=model,
                         start=datetime.fromtimestamp(t0, timezone.utc), end=datetime.fromtimestamp(times[-1], timezone.utc),
                         step_s=step_s, job="sglang", counters={inst: counters})
@@ -565,10 +562,15 @@ def write_openmetrics_nvidia(path, start: datetime, minutes: int = DEFAULT_MINUT
     t0 = int(_utc(start).timestamp()) // step_s * step_s
     times = [t0 + i * step_s for i in range(int(minutes * 60 // step_s) + 1)]
     rng = random.Random("nvidia")
-    lines: dict[str, tuple[str, list]] = {}          # family -> (type, [(sample name, labels, ts, value)])
+    fams: dict[str, _Family] = {}
+    samples: dict = {}                               # (sample name, labels) -> [(ts, value)]
 
     def put(fam, typ, name, labels, ts, v):
-        lines.setdefault(fam, (typ, []))[1].append((name, labels, ts, v))
+        key = (name, tuple(labels.items()))
+        if key not in samples:
+            samples[key] = []
+            fams.setdefault(fam, _Family(fam, typ, fam)).series.append((name, labels, samples[key]))
+        samples[key].append((ts, v))
 
     out = {}
     # Dynamo frontend
@@ -613,12 +615,7 @@ def write_openmetrics_nvidia(path, start: datetime, minutes: int = DEFAULT_MINUT
     out[ns] = ScenarioData(name=ns, namespace=ns, instances=[inst], model_name="tensorrt_llm",
                            start=datetime.fromtimestamp(t0, timezone.utc),
                            end=datetime.fromtimestamp(times[-1], timezone.utc), step_s=step_s, job="triton")
-    path = Path(path)
-    with path.open("w", encoding="utf-8", newline="\n") as fh:
-        for fam, (typ, samples) in lines.items():
-            fh.write(f"# HELP {fam} {fam}\n# TYPE {fam} {typ}\n")
-            fh.writelines(f"{n}{_labels(lb)} {_fmt(v)} {ts}\n" for n, lb, ts, v in samples)
-        fh.write("# EOF\n")
+    _write(path, fams)
     return out
 
 

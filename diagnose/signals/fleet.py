@@ -28,8 +28,8 @@ def fleet_signals(analyses: list, end=None) -> dict:
     # server that fell silent). A replica replaced by a new one that came up within REPLACED_S of
     # its last sample is a rolling restart, not an outage; one scraped as down (up == 0) for the
     # whole window never had a series and is down from the start.
-    last = [(n, a.evidence.last_seen or _last_time(a)) for n, a in zip(names, analyses)]
-    first = {n: _first_time(a) for n, a in zip(names, analyses)}
+    last = [(n, a.evidence.last_seen or _row_time(a, max)) for n, a in zip(names, analyses)]
+    first = {n: _row_time(a, min) for n, a in zip(names, analyses)}
     known = [t for _, t in last if t is not None]
     dead = [n for n, a in zip(names, analyses) if a.evidence.counters.get("scrape_down_all_window")]
     if len(known) >= 2 or (end is not None and (known or dead)):
@@ -50,11 +50,6 @@ DOWN_S = 300       # seconds without a sample: five scrape intervals at 60 s, tw
 REPLACED_S = 180   # a new replica up within this of an old one's last sample: a rolling restart
 
 
-def _first_time(a):
-    rows = [r["time"] for r in a.evidence.stats_rows if r.get("time") is not None]
-    return min(rows) if rows else None
-
-
-def _last_time(a):
-    rows = [r["time"] for r in a.evidence.stats_rows if r.get("time") is not None]
-    return max(rows) if rows else None
+def _row_time(a, pick):
+    """The first (pick=min) or last (pick=max) stats row time of a replica, or None."""
+    return pick((r["time"] for r in a.evidence.stats_rows if r.get("time") is not None), default=None)

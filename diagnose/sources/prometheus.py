@@ -11,7 +11,7 @@ import math
 import re
 from datetime import datetime, timedelta, timezone
 
-from ..evidence.model import Evidence, InputInfo
+from ..evidence.model import Evidence, InputInfo, _finite
 from .reader import InputError
 
 # Gauges: metric → (stats column, scale, how instances' engines combine)
@@ -503,12 +503,12 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
                 if col.startswith("label:"):          # the model fact was set above
                     continue
                 if col == "up:":
-                    ups = [float(v) for _, v in series.get("values", []) if _finite_str(v)]
+                    ups = [x for _, v in series.get("values", []) if (x := _finite(v)) is not None]
                     if ups and max(ups) == 0:
                         down_all.add(inst)
                     continue
                 if col == "seen:":
-                    stamps = [float(v) for _, v in series.get("values", []) if _finite_str(v)]
+                    stamps = [x for _, v in series.get("values", []) if (x := _finite(v)) is not None]
                     if stamps:
                         seen[inst] = max(seen.get(inst, 0.0), max(stamps))
                     continue
@@ -557,18 +557,28 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
         for fam, kind in HISTOGRAMS.items():
             if fam + "_bucket" not in names or not fetched:
                 continue
-            for qn, qv in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
-                expr = (f"histogram_quantile({qv}, sum by (le, {by}) "
-                        f"(increase({sel_for(fam + '_bucket')}[{max(int(span), 60)}s])))")
-                try:
-                    result = pc.custom_query(expr, params={"time": f"{end.timestamp():.3f}"})
-                except Exception:         # the rolling quantiles above still stand
+            # One query for the buckets' increase; the three quantiles are read off it here.
+            expr = f"sum by (le, {by}) (increase({sel_for(fam + '_bucket')}[{max(int(span), 60)}s]))"
+            try:
+                result = pc.custom_query(expr, params={"time": f"{end.timestamp():.3f}"})
+            except Exception:             # the rolling quantiles above still stand
+                continue
+            per_inst: dict[str, list] = {}
+            for series in result or []:
+                labels = series.get("metric", {})
+                le, c = _finite(labels.get("le")), _finite((series.get("value") or [None, None])[1])
+                if le is None and labels.get("le") == "+Inf":
+                    le = math.inf
+                if le is not None and c is not None:
+                    per_inst.setdefault(instance_of(labels) or "all", []).append((le, c))
+            for inst, buckets in per_inst.items():
+                if inst not in fetched:
                     continue
-                for series in result or []:
-                    inst = instance_of(series.get("metric", {})) or "all"
-                    val = (series.get("value") or [None, None])[1]
-                    if inst in fetched and _finite_str(val):
-                        fetched[inst].values[f"window_{kind}_{qn}"] = [float(val)]
+                buckets.sort()
+                for qn, qv in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
+                    val = histogram_quantile(qv, buckets)
+                    if val is not None:
+                        fetched[inst].values[f"window_{kind}_{qn}"] = [val]
     except PromError:
         if partial and fetched:
             notes.append("partial data (--partial): the server failed part-way; the report uses what was fetched")
@@ -601,23 +611,17 @@ def _scrape_interval(pc, names: set, sel_for, end: datetime) -> float | None:
     return gaps[len(gaps) // 2]
 
 
-def _finite_str(v) -> bool:
-    try:
-        return math.isfinite(float(v))
-    except (TypeError, ValueError):
-        return False
-
-
 def _increments(values: list) -> list[tuple[datetime, float]]:
     """A counter's raw values at each step → (time, increase since the previous step). A drop is
     a restart: the counter began again at zero, so the new value is the increase."""
     out, prev = [], None
     for ts, val in values:
+        v = _finite(val)
         try:
-            v, when = float(val), datetime.fromtimestamp(float(ts), tz=timezone.utc).replace(tzinfo=None)
+            when = datetime.fromtimestamp(float(ts), tz=timezone.utc).replace(tzinfo=None)
         except (TypeError, ValueError, OverflowError, OSError):
             continue
-        if not math.isfinite(v):
+        if v is None:
             continue
         if prev is not None:
             out.append((when, v - prev if v >= prev else v))
