@@ -17,8 +17,9 @@ Families written per instance (vLLM V1 names, reference vllm.md §10): gauges
 counters ``vllm:prompt_tokens_total``, ``vllm:generation_tokens_total``, ``vllm:num_preemptions_total``,
 ``vllm:request_success_total``; histograms ``vllm:time_to_first_token_seconds``,
 ``vllm:inter_token_latency_seconds``, ``vllm:e2e_request_latency_seconds``,
-``vllm:request_queue_time_seconds``, ``vllm:request_prompt_tokens``, ``vllm:request_generation_tokens``;
-and ``up`` (1 while the target is alive, 0 after it went away — what Prometheus itself records).
+``vllm:request_queue_time_seconds``, ``vllm:request_prefill_time_seconds``,
+``vllm:request_decode_time_seconds``, ``vllm:request_prompt_tokens``, ``vllm:request_generation_tokens``;
+counters ``vllm:prefix_cache_queries_total`` / ``vllm:prefix_cache_hits_total`` (tokens); and ``up`` (1 while the target is alive, 0 after it went away — what Prometheus itself records).
 
 Every series carries the labels a scrape would add (``instance``, ``job="vllm"``) plus
 ``namespace="<scenario>"`` so that one TSDB can hold every scenario and a test selects one with
@@ -91,6 +92,7 @@ class Scenario:
     max_num_seqs: int = 256
     num_gpu_blocks: int = 30000
     description: str = ""
+    engines: int = 1                # data-parallel engines per instance (engine="0", "1", …)
 
     def default_instances(self) -> list[str]:
         return [f"10.0.{self.index}.{n}:8000" for n in range(1, self.instances + 1)]
@@ -117,6 +119,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              description="A and B healthy; B's series stop after 10 minutes (up=0 from then on)"),
     Scenario("replacement", 10, LLAMA,
              description="a new replica that starts 30 s after replica_down's B stops (a rolling restart)"),
+    Scenario("dp_skewed", 11, LLAMA, engines=2,
+             description="one server, two data-parallel engines: engine 0's KV 96-99 %, engine 1's 55-65 %"),
 )}
 REPLICA_DOWN_AFTER_S = 600
 
@@ -135,6 +139,16 @@ class State:
     itl: tuple = (0.03, 0.05)
     e2e: tuple = (10.0, 20.0)
     queue: tuple = (0.005, 0.02)
+    prefix_hit: float = 0.3                 # share of prompt tokens found in the prefix cache
+    kv_engines: tuple | None = None         # KV usage per data-parallel engine (kv = their max)
+
+    @property
+    def prefill(self) -> tuple:             # scheduled → first token: TTFT less the queue
+        return (max(self.ttft[0] - self.queue[0], 0.001), max(self.ttft[1] - self.queue[1], 0.002))
+
+    @property
+    def decode(self) -> tuple:              # first token → last: the rest of the request
+        return (max(self.e2e[0] - self.ttft[0], 0.001), max(self.e2e[1] - self.ttft[1], 0.002))
 
     @property
     def prompt_len(self) -> tuple:          # tokens per request, (median, p99)
@@ -161,7 +175,7 @@ def _state(scn: str, inst: int, t_rel: float, f: float, rng: random.Random) -> S
         return State(running=8, waiting=0, kv=_clamp(0.016 + 0.0008 * g(0, 1), 0.013, 0.019),
                      gen_tps=gen, prompt_tps=78 * (1 + 0.05 * g(0, 1)), req_rate=gen / 500,
                      ttft=(0.1, 0.3), itl=(itl, itl * 1.6), e2e=(0.1 + 500 * itl, 2 * (0.1 + 500 * itl)),
-                     queue=(0.002, 0.01))
+                     queue=(0.002, 0.01), prefix_hit=0.72)
     if scn == "kv_saturated":
         waiting = round(_clamp(40 + 15 * wave + 3 * g(0, 1), 20, 60))
         req = 6.25 * (1 + 0.03 * g(0, 1))
@@ -235,6 +249,17 @@ def _state(scn: str, inst: int, t_rel: float, f: float, rng: random.Random) -> S
         if t_rel <= REPLICA_DOWN_AFTER_S + 30:
             return None
         return _state("replica_down", 0, t_rel, f, rng)
+    if scn == "dp_skewed":
+        # A router that keeps sending one engine the long conversations: it runs full, the other
+        # half full. Averaged, the server reads 79 %; the fullest engine is what evicts.
+        hot = _clamp(0.975 + 0.008 * g(0, 1), 0.96, 0.99)
+        cold = _clamp(0.60 + 0.03 * g(0, 1), 0.55, 0.65)
+        running = round(_clamp(120 + 4 * g(0, 1), 110, 130))
+        gen = running / 0.035
+        req = gen / 400
+        return State(running=running, waiting=0, kv=max(hot, cold), gen_tps=gen, prompt_tps=req * 1500,
+                     req_rate=req, ttft=(0.3, 1.0), itl=(0.035, 0.06), e2e=(14.3, 24.0), queue=(0.01, 0.05),
+                     kv_engines=(hot, cold))
     raise KeyError(f"unknown scenario {scn!r}; known: {', '.join(SCENARIOS)}")
 
 
@@ -251,12 +276,16 @@ COUNTERS = {   # family name -> help; exposed as <family>_total
     "vllm:generation_tokens": "Number of generation tokens processed.",
     "vllm:num_preemptions": "Cumulative number of preemption from the engine.",
     "vllm:request_success": "Count of successfully processed requests.",
+    "vllm:prefix_cache_queries": "Prefix cache queries, in terms of number of queried tokens.",
+    "vllm:prefix_cache_hits": "Prefix cache hits, in terms of number of cached tokens.",
 }
 HISTOGRAMS = {  # family -> (help, buckets, State field, what one observation is)
     "vllm:time_to_first_token_seconds": ("Histogram of time to first token in seconds.", TTFT_BUCKETS, "ttft", "request"),
     "vllm:inter_token_latency_seconds": ("Histogram of inter-token latency in seconds.", ITL_BUCKETS, "itl", "token"),
     "vllm:e2e_request_latency_seconds": ("Histogram of e2e request latency in seconds.", REQUEST_BUCKETS, "e2e", "request"),
     "vllm:request_queue_time_seconds": ("Histogram of time spent in WAITING phase for request.", REQUEST_BUCKETS, "queue", "request"),
+    "vllm:request_prefill_time_seconds": ("Histogram of time spent in PREFILL phase for request.", REQUEST_BUCKETS, "prefill", "request"),
+    "vllm:request_decode_time_seconds": ("Histogram of time spent in DECODE phase for request.", REQUEST_BUCKETS, "decode", "request"),
     "vllm:request_prompt_tokens": ("Number of prefill tokens processed.", TOKEN_BUCKETS, "prompt_len", "request"),
     "vllm:request_generation_tokens": ("Number of generation tokens processed.", TOKEN_BUCKETS, "gen_len", "request"),
 }
@@ -326,6 +355,16 @@ class ScenarioData:
             prev_bound, prev_count = bound, count
         return prev_bound
 
+    def window_mean(self, family: str, start_ts: float, end_ts: float) -> float:
+        """The ground truth of a histogram's mean over the window: its sum's increase over its
+        count's (summed over instances)."""
+        total = count = 0.0
+        for per in self.hists.values():
+            o = per[family][1]
+            total += (_value_at(o["sum"], end_ts) or 0.0) - (_value_at(o["sum"], start_ts) or 0.0)
+            count += (_value_at(o["count"], end_ts) or 0.0) - (_value_at(o["count"], start_ts) or 0.0)
+        return total / count
+
     def counter_increase(self, name: str, start_ts: float, end_ts: float) -> float:
         """What the counter really grew by between two times (the last samples at or before each),
         summed over instances: the ground truth a diagnosis must match."""
@@ -394,11 +433,13 @@ def _add_scenario(fams: dict, scenario: str, start: datetime, minutes: int, step
         rng = random.Random(f"{scenario}/{k}")
         base = {"instance": inst, "job": "vllm", "namespace": namespace or scenario}
         common = {"engine": "0", "model_name": spec.model_name, **base}
-        g = {name: [] for name in GAUGES}
+        engines = [str(e) for e in range(spec.engines)]
+        g = {(name, e): [] for name in GAUGES for e in engines}
         c = {name: [] for name in COUNTERS}
         acc_c = {"vllm:prompt_tokens": 4.2e6 * (k + 1), "vllm:generation_tokens": 2.9e6 * (k + 1),
                  "vllm:num_preemptions": 120.0 if scenario == "kv_saturated" else 0.0,
-                 "vllm:request_success": 7300.0 * (k + 1)}
+                 "vllm:request_success": 7300.0 * (k + 1),
+                 "vllm:prefix_cache_queries": 4.2e6 * (k + 1), "vllm:prefix_cache_hits": 1.2e6 * (k + 1)}
         first = _state(scenario, k, 0.0, 0.0, random.Random(0)) or State(0, 0, 0, 0, 0, 0)
         h_acc = {}
         for hname, (_h, buckets, fld, _unit) in HISTOGRAMS.items():
@@ -417,14 +458,19 @@ def _add_scenario(fams: dict, scenario: str, start: datetime, minutes: int, step
                 continue
             up.append((ts, 1))
             info.append((ts, 1))
-            g["vllm:num_requests_running"].append((ts, st.running))
-            g["vllm:num_requests_waiting"].append((ts, st.waiting))
-            g["vllm:kv_cache_usage_perc"].append((ts, round(st.kv, 5)))
+            for j, e in enumerate(engines):      # DP engines: the load split, each its own KV cache
+                share = lambda x: x // len(engines) + (1 if j < x % len(engines) else 0)  # noqa: E731
+                g[("vllm:num_requests_running", e)].append((ts, share(int(st.running))))
+                g[("vllm:num_requests_waiting", e)].append((ts, share(int(st.waiting))))
+                kv = st.kv_engines[j] if st.kv_engines else st.kv
+                g[("vllm:kv_cache_usage_perc", e)].append((ts, round(kv, 5)))
             if i > 0:                            # counters advance over the step that ends at ts
                 acc_c["vllm:prompt_tokens"] += st.prompt_tps * step_s
                 acc_c["vllm:generation_tokens"] += st.gen_tps * step_s
                 acc_c["vllm:num_preemptions"] += st.preempt_rate * step_s
                 acc_c["vllm:request_success"] += st.req_rate * step_s
+                acc_c["vllm:prefix_cache_queries"] += st.prompt_tps * step_s
+                acc_c["vllm:prefix_cache_hits"] += st.prompt_tps * st.prefix_hit * step_s
                 for hname, (_h, buckets, fld, unit) in HISTOGRAMS.items():
                     obs = (st.req_rate if unit == "request" else st.gen_tps) * step_s
                     med, p99 = getattr(st, fld)
@@ -445,8 +491,8 @@ def _add_scenario(fams: dict, scenario: str, start: datetime, minutes: int, step
                 o["inf"].append((ts, cnt))
                 o["count"].append((ts, cnt))
                 o["sum"].append((ts, round(a["sum"], 4)))
-        for name, samples in g.items():
-            fams[name].series.append((name, common, samples))
+        for (name, e), samples in g.items():
+            fams[name].series.append((name, {**common, "engine": e}, samples))
         for name, samples in c.items():
             fams[name].series.append((name + "_total", common, samples))
             counters.setdefault(inst, {})[name + "_total"] = samples

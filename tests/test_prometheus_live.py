@@ -1014,3 +1014,101 @@ def test_cli_single_server_silent_for_twenty_minutes_is_not_healthy(prom):
     f = next((f for f in out["fleet"]["findings"] if f["id"] == "replica-down"), None)
     assert f is not None and d.instances[1] in f["title"], sorted(_all_ids(out))
     assert f["severity"] == "critical"
+
+
+# -- what users compare with the dashboards: stages, prompt length, prefix cache, DP spread -----------
+def _span(d) -> tuple[float, float, list]:
+    start, end = d.start.astimezone(timezone.utc), d.end.astimezone(timezone.utc)
+    return start.timestamp(), end.timestamp(), ["--start", start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                                 "--end", end.strftime("%Y-%m-%dT%H:%M:%SZ")]
+
+
+def test_cli_underloaded_reads_prompt_length_and_prefix_cache(prom):
+    """Seed 003's server (8 running, KV 1.6 %): its prompts are short and 72 % come from the prefix
+    cache. Both are fetched (within 5 % of what the generator counted), shown with the verdict's
+    evidence, and nothing advises prefill tuning for prompts of a hundred tokens."""
+    d = prom.data["underloaded"]
+    t0, t1, window = _span(d)
+    a = _single(_json_ok(_cli_tz("UTC", "--prometheus", prom.url, "--match", d.match, "--format", "json", *window)))
+    hits = d.counter_increase("vllm:prefix_cache_hits_total", t0, t1)
+    queries = d.counter_increase("vllm:prefix_cache_queries_total", t0, t1)
+    prompt = d.window_mean("vllm:request_prompt_tokens", t0, t1)
+    got_hit = a["signals"]["prefix_cache_hit_window"]["value"]
+    got_len = a["signals"]["prompt_tokens_per_request_window"]["value"]
+    assert abs(got_hit - 100 * hits / queries) <= 5, (got_hit, 100 * hits / queries)
+    assert abs(got_len - prompt) <= 0.05 * prompt, (got_len, prompt)
+    assert 90 <= prompt <= 105 and 70 <= got_hit <= 74, "the scenario itself changed"
+    f = next(f for f in a["findings"] if f["id"] == "client-bound")
+    said = json.dumps(f["evidence"])
+    assert "prompt tokens per request" in said and "prefix cache hit rate" in said, said
+    assert not {"prefill-bound", "chunked-prefill-off", "batched-tokens-small"} & set(_ids(a)), _ids(a)
+    md = _cli_tz("UTC", "--prometheus", prom.url, "--match", d.match, "--format", "markdown", *window)
+    text = md.stdout.decode()
+    assert md.returncode == 0 and "| prefix-cache hit rate | 72 % of prompt tokens |" in text, text[-3000:]
+    assert re.search(r"\| prompt length \| 9\d(\.\d)? tokens per request \|", text), text[-3000:]
+
+
+@pytest.mark.parametrize("family,kind", [("vllm:request_prefill_time_seconds", "prefill_time"),
+                                         ("vllm:request_decode_time_seconds", "decode_time"),
+                                         ("vllm:e2e_request_latency_seconds", "e2e")])
+def test_cli_request_stages_over_the_window(prom, family, kind):
+    """Where a request's time goes (prefill, decode, end to end): the window's mean and p95 from the
+    histograms' increase, within 5 % of the generator's counts; measured prefill time, not an
+    estimate, is what the prefill-bound verdict cites."""
+    d = prom.data["prefill_bound"]
+    t0, t1, window = _span(d)
+    a = _single(_json_ok(_cli_tz("America/New_York", "--prometheus", prom.url, "--match", d.match, "--format", "json", *window)))
+    sig = a["signals"]
+    mean, p95 = d.window_mean(family, t0, t1), d.window_quantile(family, 0.95, t0, t1)
+    assert abs(sig[f"{kind}_mean_window"]["value"] - mean) <= 0.05 * mean, (sig[f"{kind}_mean_window"], mean)
+    assert abs(sig[f"{kind}_p95_window"]["value"] - p95) <= 0.05 * p95, (sig[f"{kind}_p95_window"], p95)
+    assert _bottleneck(a) == "prefill-bound" and "prefill" in a["verdict"]["signals"][0] \
+        and "per request" in a["verdict"]["signals"][0], a["verdict"]
+
+
+def test_cli_a_quantile_in_the_lowest_bucket_is_a_bound(prom):
+    """The underloaded server queues for ~2 ms; vLLM's queue-time buckets start at 0.3 s, where
+    histogram_quantile would invent 0.15 s for the median. The report says "≤ 0.3" and keeps the
+    mean, which the sum and count give exactly."""
+    d = prom.data["underloaded"]
+    t0, t1, window = _span(d)
+    a = _single(_json_ok(_cli_tz("UTC", "--prometheus", prom.url, "--match", d.match, "--format", "json", *window)))
+    p50 = a["signals"]["queue_time_p50_window"]
+    assert p50 == {"value": 0.3, "over": p50["over"], "at_most": True}, p50
+    mean = d.window_mean("vllm:request_queue_time_seconds", t0, t1)
+    assert abs(a["signals"]["queue_time_mean_window"]["value"] - mean) <= 0.05 * mean
+    p = _cli_tz("UTC", "--prometheus", prom.url, "--match", d.match, *window)
+    assert p.returncode == 0 and re.search(r"queue time +mean 0\.00\d+ · p50 ≤ 0\.3 ", p.stdout.decode()), p.stdout.decode()[-3000:]
+
+
+def test_cli_kv_usage_is_the_fullest_data_parallel_engine(prom):
+    """Two DP engines in one server, one at ~98 % KV and one at ~60 %: the report gives the fullest
+    engine's usage (the average, ~79 %, hides the one about to evict) and how far apart they run."""
+    d = prom.data["dp_skewed"]
+    _t0, _t1, window = _span(d)
+    a = _single(_json_ok(_cli_tz("UTC", "--prometheus", prom.url, "--match", d.match, "--format", "json", *window)))
+    kv = a["signals"]["kv_cache_usage"]
+    assert 96 <= kv["mean"] <= 99, kv
+    spread = a["signals"]["kv_cache_usage_spread"]
+    assert 30 <= spread["mean"] <= 44, spread
+    assert any("fullest data-parallel engine" in s for s in a["verdict"]["signals"]), a["verdict"]
+
+
+def test_saved_openmetrics_dump_reads_seconds_timestamps(tmp_path):
+    """`promtool tsdb dump-openmetrics` (and this harness) stamp samples in seconds, the Prometheus
+    text format in milliseconds: a dump read as milliseconds put 30 minutes into 2 seconds and
+    multiplied every rate by 1000. Rates, prompt length and prefix-cache hits match the generator."""
+    om = tmp_path / "underloaded.om"
+    d = write_openmetrics(om, "underloaded", default_start(30), 30)
+    a = json.loads(run_cli(str(om), "--format", "json").stdout)
+    t0, t1 = d.start.timestamp(), d.end.timestamp()
+    gen = d.counter_increase("vllm:generation_tokens_total", t0, t1) / (t1 - t0)
+    assert abs(a["signals"]["generation_throughput"]["mean"] - gen) <= 0.05 * gen, (a["signals"]["generation_throughput"], gen)
+    hit = 100 * d.counter_increase("vllm:prefix_cache_hits_total", t0, t1) / d.counter_increase("vllm:prefix_cache_queries_total", t0, t1)
+    assert abs(a["signals"]["prefix_cache_hit"]["mean"] - hit) <= 5, (a["signals"]["prefix_cache_hit"], hit)
+    prompt = d.window_mean("vllm:request_prompt_tokens", t0, t1)
+    assert abs(a["signals"]["prompt_tokens_per_request"]["mean"] - prompt) <= 0.05 * prompt
+    start, end = re.search(r"(\d\d:\d\d:\d\d)–(\d\d:\d\d:\d\d)", a["verdict"]["window"]).groups()
+    from datetime import datetime as _dt
+    span = (_dt.strptime(end, "%H:%M:%S") - _dt.strptime(start, "%H:%M:%S")).total_seconds() % 86400
+    assert span >= 25 * 60, a["verdict"]["window"]

@@ -64,6 +64,8 @@ def decide(values: dict, findings: list) -> dict:
     if v.get("all_idle"):
         return out("idle", [f"{v.get('idle_samples')} stats samples, all with 0 running / 0 waiting and no throughput"])
     kv = f"KV usage p95 {fmt(v.get('kv_usage_p95'))} %" if v.get("kv_usage_p95") is not None else None
+    if kv and (v.get("kv_spread_max") or 0) >= 10:      # DP engines: the fullest, and how far apart they run
+        kv += f" (the fullest data-parallel engine; engines up to {fmt(v['kv_spread_max'])} points apart)"
     wait = f"waiting mean {fmt(v.get('waiting_mean'))} (max {fmt(v.get('waiting_max'))})" if v.get("waiting_mean") is not None else None
     run = f"running mean {fmt(v.get('running_mean'))} (max {fmt(v.get('running_max'))})" if v.get("running_mean") is not None else None
     evicted = (f"preemptions/retractions {fmt(v['preemptions_total'])}" if v.get("preemptions_total")
@@ -74,8 +76,15 @@ def decide(values: dict, findings: list) -> dict:
         return out("queue-saturated", [wait, run, kv])
     if "prefill-bound" in fired:
         share = v.get("prefill_time_share")
-        return out("prefill-bound", [f"prefill about {fmt(round(share * 100))} % of GPU time (estimated)" if share is not None
-                                     else f"TTFT p95 {fmt(v.get('ttft_p95_s'))} s", wait, run])
+        if v.get("prefill_time_mean_s") is not None:       # measured (stage histograms) beats estimated
+            stage = (f"prefill {fmt(v['prefill_time_mean_s'])} s per request on average"
+                     + (f", queue {fmt(v['queue_time_mean_s'])} s" if v.get("queue_time_mean_s") is not None else "")
+                     + (f" (TTFT p95 {fmt(v['ttft_p95_s'])} s)" if v.get("ttft_p95_s") is not None else ""))
+        elif share is not None:
+            stage = f"prefill about {fmt(round(share * 100))} % of GPU time (estimated)"
+        else:
+            stage = f"TTFT p95 {fmt(v.get('ttft_p95_s'))} s"
+        return out("prefill-bound", [stage, wait, run])
     gpu = _gpu_line(v, median=True) if v.get("gpu_util_mean") is not None else None
     if "compute-bound" in fired:
         r = out("compute-bound", [gpu + " — the configuration is not the cause", run, _board_hint(v),

@@ -39,6 +39,33 @@ def sparkline(values: list, width: int = 48) -> str:
     return "".join(BARS[min(len(BARS) - 1, int(v / hi * (len(BARS) - 1) + 0.5))] for v in values)
 
 
+# Figures of the whole window, as a dashboard shows them (Prometheus histograms and counters).
+WINDOW_FIGURES = [("ttft", "time to first token"), ("itl", "inter-token latency"), ("queue_time", "queue time"),
+                  ("prefill_time", "prefill time"), ("decode_time", "decode time"), ("e2e", "end-to-end latency")]
+
+
+def window_rows(signals: dict | None) -> list[tuple[str, str]]:
+    """Latency by stage, prompt length and prefix-cache hit rate over the whole window; a quantile
+    that fell in the lowest bucket is shown as the bound it is ("≤ 0.3")."""
+    sig = signals or {}
+    rows = []
+    for kind, label in WINDOW_FIGURES:
+        parts = []
+        for qn in ("mean", "p50", "p95", "p99"):
+            e = sig.get(f"{kind}_{qn}_window")
+            if e and e.get("value") is not None:
+                parts.append(f"{qn} {'≤ ' if e.get('at_most') else ''}{fmt(e['value'])}")
+        if parts:
+            rows.append((label, " · ".join(parts) + " s"))
+    e = sig.get("prompt_tokens_per_request_window")
+    if e:
+        rows.append(("prompt length", f"{fmt(e['value'])} tokens per request"))
+    e = sig.get("prefix_cache_hit_window")
+    if e:
+        rows.append(("prefix-cache hit rate", f"{fmt(e['value'])} % of prompt tokens"))
+    return rows
+
+
 def summary_rows(deployment: dict) -> list[tuple[str, str]]:
     rows = []
     for key, label in SUMMARY_FACTS:

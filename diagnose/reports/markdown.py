@@ -2,7 +2,7 @@
 evidence folded in <details>, and the corrected launch command as a code block."""
 from __future__ import annotations
 
-from .common import evidence_line, fix_lines, sparkline, summary_rows, TIMELINE
+from .common import evidence_line, fix_lines, sparkline, summary_rows, window_rows, TIMELINE
 
 
 def _cell(s: str) -> str:
@@ -36,6 +36,11 @@ def render(data: dict, timeline: dict | None = None) -> str:
     if rows:
         out += ["## Deployment", "", "| setting | value |", "|---|---|"]
         out += [f"| {_cell(k)} | `{_cell(val)}` |" for k, val in rows]
+        out.append("")
+    rows = window_rows(data.get("signals"))
+    if rows:
+        out += ["## Over the whole window", "", "| figure | value |", "|---|---|"]
+        out += [f"| {_cell(k)} | {_cell(val)} |" for k, val in rows]
         out.append("")
     if findings:
         out += ["## Findings", "", "| # | severity | rule | what is wrong | fix |", "|---|---|---|---|---|"]

@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from .common import evidence_line, fix_lines, sparkline, summary_rows, TIMELINE
+from .common import evidence_line, fix_lines, sparkline, summary_rows, window_rows, TIMELINE
 
 COLOURS = {"critical": "bold white on red", "high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
 
@@ -27,6 +27,12 @@ def render(data: dict, console: Console, timeline: dict | None = None, verbose: 
     rows = summary_rows(dep)
     if rows:
         t = Table(show_header=False, box=None, padding=(0, 1), title="Deployment", title_justify="left")
+        for k, val in rows:
+            t.add_row(f"[dim]{escape(k)}[/dim]", escape(val))
+        console.print(t)
+    rows = window_rows(data.get("signals"))
+    if rows:
+        t = Table(show_header=False, box=None, padding=(0, 1), title="Over the whole window", title_justify="left")
         for k, val in rows:
             t.add_row(f"[dim]{escape(k)}[/dim]", escape(val))
         console.print(t)

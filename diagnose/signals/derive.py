@@ -381,7 +381,7 @@ MIN_STEADY = 3   # fewer busy samples than this say nothing about a steady state
 # DP engines' rows merged into one per stats tick: loads add up, percentages and latencies average.
 _DP_SUM = ("prompt_tps", "gen_tps", "running", "waiting", "preemptions", "swapped", "kv_tokens_used",
            "ctx_tokens", "paused")
-_DP_MEAN = ("kv_usage", "prefix_hit", "prompt_len", "ttft_p50", "ttft_p95", "ttft_p99", "itl_p50", "itl_p95",
+_DP_MEAN = ("prefix_hit", "prompt_len", "ttft_p50", "ttft_p95", "ttft_p99", "itl_p50", "itl_p95",
             "itl_p99")
 _SECOND = timedelta(seconds=1)
 
@@ -420,6 +420,7 @@ def _merge_dp_ticks(cols: dict) -> dict:
         buckets.setdefault(t.replace(second=t.second - t.second % 10, microsecond=0), []).append(i)
     out: dict = {k: [] for k in cols}
     out["rank_running_max"], out["rank_running_mean"] = [], []
+    out["kv_usage_dp_mean"] = []
     for tick, idx in buckets.items():
         out["time"].append(tick)
         for k in ("source", "kind"):
@@ -427,16 +428,23 @@ def _merge_dp_ticks(cols: dict) -> dict:
         ranks: dict = {}
         for i in idx:
             ranks.setdefault(cols["engine_idx"][i], []).append(i)
+        spread = None
         for k in cols:
             if k in ("time", "source", "kind"):
                 continue
-            if k in _DP_SUM or k in _DP_MEAN:
+            if k in _DP_SUM or k in _DP_MEAN or k == "kv_usage":
                 per_rank = []
                 for rows in ranks.values():
                     xs = [cols[k][i] for i in rows if cols[k][i] is not None]
                     if xs:
                         per_rank.append(statistics.fmean(xs))
-                if not per_rank:
+                if k == "kv_usage":
+                    # Each engine has its own cache: the fullest one evicts first, as vLLM's
+                    # dashboards show it; the spread says how unevenly the router fills them.
+                    out[k].append(max(per_rank) if per_rank else None)
+                    out["kv_usage_dp_mean"].append(statistics.fmean(per_rank) if per_rank else None)
+                    spread = max(per_rank) - min(per_rank) if len(per_rank) > 1 else None
+                elif not per_rank:
                     out[k].append(None)
                 else:
                     out[k].append(math.fsum(per_rank) if k in _DP_SUM else statistics.fmean(per_rank))
@@ -451,6 +459,8 @@ def _merge_dp_ticks(cols: dict) -> dict:
                 out[k].append(all(xs))
             else:                       # line, engine_idx: the first
                 out[k].append(min(xs))
+        if spread is not None:
+            out["kv_spread"][-1] = spread
     return out
 
 
@@ -562,14 +572,40 @@ def _runtime(ev: Evidence, s: Signals) -> None:
             v[f"{col}_s"] = round(w[0], 4)
             v["latency_quantiles_over"] = "the whole window (histogram increase)"
             s.key_stats[f"{col}_window"] = {"value": round(w[0], 4), "over": "the whole window (histogram increase)"}
+            if ev.values.get(f"window_{col}_at_most"):
+                s.key_stats[f"{col}_window"]["at_most"] = True
     both = [(i, r) for i, r in zip(st["itl_p50"], st["running"]) if i is not None and r is not None]
     if len(both) >= 6:
         itl, running = [b[0] for b in both], [b[1] for b in both]
         if len(set(running)) > 1 and len(set(itl)) > 1:     # no correlation with a constant
             v["itl_running_corr"] = round(statistics.correlation(itl, running), 3)
+    # Where a request's time goes (Prometheus stage histograms), over the whole window.
+    for kind in ("queue_time", "prefill_time", "decode_time", "e2e", "ttft", "itl"):
+        for qn in ("mean", "p50", "p95", "p99"):
+            w = ev.values.get(f"window_{kind}_{qn}")
+            if w and kind not in ("ttft", "itl") or w and qn == "mean":
+                v[f"{kind}_{qn}_s"] = round(w[0], 4)
+                s.key_stats[f"{kind}_{qn}_window"] = {"value": round(w[0], 4), "over": "the whole window (histogram increase)"}
+            if w and ev.values.get(f"window_{kind}_{qn}_at_most"):     # within the lowest bucket: a bound
+                s.key_stats[f"{kind}_{qn}_window"]["at_most"] = True
+    # Prompt length and prefix-cache hit rate over the window: the totals divided.
+    w = ev.values.get("window_prompt_len")
+    if w:
+        v["prompt_tokens_per_request"] = round(w[0])
+        s.key_stats["prompt_tokens_per_request_window"] = {"value": round(w[0], 1), "over": "the whole window (counter increase)"}
+    w = ev.values.get("window_prefix_hit")
+    if w:
+        v["prefix_hit_window"] = round(w[0], 1)
+        s.key_stats["prefix_cache_hit_window"] = {"value": round(w[0], 1), "over": "the whole window (counter increase)"}
+    spread = _known(st["kv_spread"])
+    if spread:
+        v["kv_spread_max"] = round(max(spread), 1)
+        v["kv_spread_mean"] = round(statistics.fmean(spread), 1)
     # Per-signal statistics kept in the JSON report so a later run can be compared with this one.
     for name, col in (("generation_throughput", "gen_tps"), ("prompt_throughput", "prompt_tps"),
                       ("running", "running"), ("waiting", "waiting"), ("kv_cache_usage", "kv_usage"),
+                      ("kv_cache_usage_spread", "kv_spread"), ("prefix_cache_hit", "prefix_hit"),
+                      ("prompt_tokens_per_request", "prompt_len"),
                       ("ttft_p50", "ttft_p50"), ("ttft_p99", "ttft_p99"), ("itl_p50", "itl_p50")):
         x = _known(st[col])
         if x:
@@ -584,14 +620,15 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     # used or from KV usage × cache size: what the cache must fit per request when load rises.
     # The cache size logged is one engine's; with DP every engine has its own.
     kvt = v.get("kv_cache_tokens") and v["kv_cache_tokens"] * max(1, v.get("dp_engines_logged") or 1)
-    held = per_req or ([u / 100 * kvt / r for u, r in zip(st["kv_usage"], st["running"])
+    usage = st.get("kv_usage_dp_mean") or st["kv_usage"]     # all engines' caches together
+    held = per_req or ([u / 100 * kvt / r for u, r in zip(usage, st["running"])
                         if u is not None and r and r > 0] if kvt else [])
     if held and kvt:
         v["context_tokens_per_request_p95"] = round(_quantile(held, 0.95))
         if v["context_tokens_per_request_p95"] > 0:
             v["sequences_fit_p95"] = round(kvt / v["context_tokens_per_request_p95"], 1)
     prompt_len = _known(st["prompt_len"])
-    if prompt_len:
+    if prompt_len and v.get("prompt_tokens_per_request") is None:     # the window's own total wins
         v["prompt_tokens_per_request"] = round(statistics.fmean(prompt_len))
     graph = _known(st["graph"])
     if graph:
@@ -675,6 +712,18 @@ def _runtime(ev: Evidence, s: Signals) -> None:
         "waiting_trend": prov("waiting requests trend", f"slope {v.get('waiting_slope_per_min')}/min, r² {v.get('waiting_trend_r2')}"),
         "preemptions": prov("preemptions", str(v.get("preemptions_total"))),
     })
+    # Prometheus' window totals (counters and histograms divided over the whole window).
+    whole = {"window": "the whole window (counter and histogram increase)", "source": src, "lines": None}
+    if v.get("prefix_hit_window") is not None:
+        s.provenance["prefix_hit"] = {**whole, "metric": "prefix cache hit rate %", "value": f"{v['prefix_hit_window']:.3g}"}
+    if ev.values.get("window_prompt_len"):
+        s.provenance["prompt_len"] = {**whole, "metric": "prompt tokens per request", "value": f"mean {v['prompt_tokens_per_request']:g}"}
+    elif v.get("prompt_tokens_per_request") is not None:
+        s.provenance["prompt_len"] = prov("prompt tokens per request", f"mean {v['prompt_tokens_per_request']:g}")
+    stages = [f"{label} mean {v[k]:.3g} s" for k, label in (("queue_time_mean_s", "queue"), ("prefill_time_mean_s", "prefill"),
+                                                         ("decode_time_mean_s", "decode")) if v.get(k) is not None]
+    if stages:
+        s.provenance["stage_time"] = {**whole, "metric": "time per request by stage", "value": " · ".join(stages)}
 
 
 def _cap_floor(cap) -> float:

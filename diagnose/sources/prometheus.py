@@ -23,7 +23,7 @@ GAUGES = {
     "vllm:num_requests_swapped": ("swapped", 1, "sum"),
     "sglang:num_running_reqs": ("running", 1, "sum"), "sglang:num_queue_reqs": ("waiting", 1, "sum"),
     "sglang:token_usage": ("kv_usage", 100, "max"), "sglang:gen_throughput": ("gen_tps", 1, "sum"),
-    "sglang:cache_hit_rate": ("prefix_hit", 100, "avg"),
+    "sglang:cache_hit_rate": ("prefix_hit", 100, "avg"), "vllm:gpu_prefix_cache_hit_rate": ("prefix_hit", 100, "avg"),
     "trtllm_num_requests_running": ("running", 1, "sum"), "trtllm_num_requests_waiting": ("waiting", 1, "sum"),
     "trtllm_kv_cache_utilization": ("kv_usage", 100, "max"),
     "nv_trt_llm_request_metrics": (None, 1, "sum"),
@@ -50,6 +50,18 @@ COUNTERS = {
     "trtllm_generation_tokens_total": ("gen_tps", "rate"), "trtllm_prompt_tokens_total": ("prompt_tps", "rate"),
     "dynamo_frontend_output_tokens_total": ("gen_tps", "rate"),
 }
+# Two counters' rates over the same window, divided: (numerator, denominator) → (stats column, scale).
+# Prefix-cache hit rate = hit tokens / queried tokens (vLLM V1 names, and the gpu_ ones of
+# 0.7.3–0.11); prompt length = prompt tokens / requests (a token histogram's sum and count).
+RATIOS = {
+    ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"): ("prefix_hit", 100),
+    ("vllm:gpu_prefix_cache_hits_total", "vllm:gpu_prefix_cache_queries_total"): ("prefix_hit", 100),
+    ("trtllm_prompt_cached_tokens_total", "trtllm_prompt_tokens_total"): ("prefix_hit", 100),
+    ("vllm:request_prompt_tokens_sum", "vllm:request_prompt_tokens_count"): ("prompt_len", 1),
+    ("sglang:prompt_tokens_histogram_sum", "sglang:prompt_tokens_histogram_count"): ("prompt_len", 1),
+}
+RATIO_PARTS = {n: (col, part) for pair, (col, _) in RATIOS.items() for n, part in zip(pair, ("num", "den"))}
+RATIO_SCALE = {col: scale for col, scale in RATIOS.values()}
 # Histograms → quantiles
 HISTOGRAMS = {
     "vllm:time_to_first_token_seconds": "ttft", "vllm:inter_token_latency_seconds": "itl",
@@ -58,6 +70,16 @@ HISTOGRAMS = {
     "trtllm_time_to_first_token_seconds": "ttft", "trtllm_time_per_output_token_seconds": "itl",
     "forge_ttft_seconds": "ttft",
     "dynamo_frontend_time_to_first_token_seconds": "ttft", "dynamo_frontend_inter_token_latency_seconds": "itl",
+}
+# Where a request's time goes, as the dashboards show it: judged over the whole window only (each
+# family → its window quantiles and mean), not as a series.
+STAGE_HISTOGRAMS = {
+    "vllm:request_queue_time_seconds": "queue_time", "vllm:e2e_request_latency_seconds": "e2e",
+    "vllm:request_prefill_time_seconds": "prefill_time", "vllm:request_decode_time_seconds": "decode_time",
+    "sglang:queue_time_seconds": "queue_time", "sglang:e2e_request_latency_seconds": "e2e",
+    "trtllm_request_queue_time_seconds": "queue_time", "trtllm_e2e_request_latency_seconds": "e2e",
+    "trtllm_request_prefill_time_seconds": "prefill_time", "trtllm_request_decode_time_seconds": "decode_time",
+    "dynamo_frontend_request_duration_seconds": "e2e",
 }
 # Single values that are configuration facts
 FACT_GAUGES = {"sglang:max_total_num_tokens": "kv_cache_tokens", "sglang:max_running_requests": "max_num_seqs",
@@ -95,6 +117,9 @@ def load_exposition(text: str, source: str, ev: Evidence) -> InputInfo:
     scrape = 0
     seen: set = set()
     samples = []      # (scrape, ts, name, labels, value, line)
+    # OpenMetrics (`# EOF` last; what `promtool tsdb dump-openmetrics` writes) stamps samples in
+    # seconds, the Prometheus text format in milliseconds; the parser reads the latter.
+    ts_scale = 1000.0 if re.search(r"^# EOF\s*$", text[-4096:], re.M) else 1.0
     for i, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#") or line.startswith(("$", ">")):
@@ -116,7 +141,8 @@ def load_exposition(text: str, source: str, ev: Evidence) -> InputInfo:
                     scrape += 1
                     seen = set()
                 seen.add(key)
-                samples.append((scrape, s.timestamp, s.name, dict(s.labels), s.value, i))
+                samples.append((scrape, s.timestamp * ts_scale if s.timestamp else s.timestamp, s.name,
+                                dict(s.labels), s.value, i))
         info.recognised_lines += 1
     if not samples:
         raise InputError(f"{source}: no Prometheus samples could be read")
@@ -187,7 +213,7 @@ def _from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> 
         elif name in FACT_GAUGES:
             ev.set_fact(FACT_GAUGES[name], value if FACT_GAUGES[name] != "max_num_seqs" else int(value), source, line,
                         f"{name} = {value:g}")
-        elif name in COUNTERS:
+        elif name in COUNTERS or name in RATIO_PARTS:
             counters.setdefault((name, tuple(sorted(labels.items()))), []).append((when, scrape, value, key))
         elif fam in HISTOGRAMS and name.endswith("_bucket") and "le" in labels:
             rest = tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
@@ -200,15 +226,19 @@ def _from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> 
             buckets.setdefault((fam, rest), {}).setdefault((scrape, when), {})[le] = (value, key)
     # counters → rates between consecutive scrapes that carry times
     for (name, _), pts in counters.items():
-        col, how = COUNTERS[name]
         pts.sort(key=lambda p: (p[1], p[0] or datetime.min))
-        for (t0, _, v0, _), (t1, _, v1, key1) in zip(pts, pts[1:]):
-            if v1 < v0:      # counter reset
-                continue
-            if how == "increase":
-                rows[key1][col] = (rows[key1].get(col) or 0) + (v1 - v0)
-            elif t0 and t1 and t1 > t0:
-                rows[key1][col] = (rows[key1].get(col) or 0) + (v1 - v0) / (t1 - t0).total_seconds()
+        # A counter can be both a rate and one side of a ratio (trtllm_prompt_tokens_total).
+        for col, how in [r for r in (COUNTERS.get(name), RATIO_PARTS.get(name)) if r]:
+            for (t0, _, v0, _), (t1, _, v1, key1) in zip(pts, pts[1:]):
+                if v1 < v0:      # counter reset
+                    continue
+                if how in ("num", "den"):      # one side of a ratio: the interval's increase
+                    part = rows[key1].setdefault("_ratio", {}).setdefault(col, [0.0, 0.0])
+                    part[0 if how == "num" else 1] += v1 - v0
+                elif how == "increase":
+                    rows[key1][col] = (rows[key1].get(col) or 0) + (v1 - v0)
+                elif t0 and t1 and t1 > t0:
+                    rows[key1][col] = (rows[key1].get(col) or 0) + (v1 - v0) / (t1 - t0).total_seconds()
     # histogram buckets → quantiles of what happened between consecutive scrapes
     for (fam, _), per_scrape in buckets.items():
         kind = HISTOGRAMS[fam]
@@ -222,6 +252,9 @@ def _from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> 
                     rows[key1][f"{kind}_{qn}"] = x
     for key in sorted(rows, key=lambda k: (k[2], k[0], k[1] or datetime.min)):
         r = rows[key]
+        for col, (num, den) in (r.pop("_ratio", None) or {}).items():
+            if den > 0:          # nothing asked in the interval: unknown, not 0 %
+                r[col] = num / den * RATIO_SCALE[col]
         if any(r.get(c) is not None for c in ("running", "waiting", "kv_usage", "gen_tps")):
             ev.add_stats(r)
     if len(rows) <= 1:
@@ -464,6 +497,16 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
                     # here step by step (resets handled). Summing increase(...[W]) sampled every
                     # step counts each event W/step times; one difference per step counts it once.
                     plan.append(("count:" + col, sel_for(m), m))
+        for (num, den), (col, scale) in RATIOS.items():
+            if num in names and den in names:    # 0/0 (nothing asked in a step) is NaN: unknown, skipped
+                plan.append((col, f"sum by ({by}) (rate({sel_for(num)}[{win}])) / "
+                                  f"sum by ({by}) (rate({sel_for(den)}[{win}])) * {scale}", num))
+        for m, (col, scale, how) in GAUGES.items():
+            if m in names and col == "kv_usage":
+                # Data-parallel engines each fill their own cache: how far apart the fullest and
+                # the emptiest are (only where an instance has more than one engine).
+                plan.append(("kv_spread", f"(max by ({by}) ({sel_for(m)}) - min by ({by}) ({sel_for(m)})) * {scale}"
+                                          f" and on ({by}) (count by ({by}) ({sel_for(m)}) > 1)", m))
         hwin = f"{int(max(300, 4 * interval, step_s))}s"
         for fam, kind in HISTOGRAMS.items():
             if fam + "_bucket" in names:
@@ -553,16 +596,27 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
             if inst in fetched:
                 fetched[inst].last_seen = datetime.fromtimestamp(ts, tz=timezone.utc).replace(tzinfo=None)
         # Latency quantiles of the whole window, from each histogram's increase over it (what a
-        # dashboard's "p95 over the last 2 h" means), beside the rolling 5-minute series above.
-        for fam, kind in HISTOGRAMS.items():
+        # dashboard's "p95 over the last 2 h" means), beside the rolling 5-minute series above;
+        # and where a request's time goes (queue, prefill, decode, end to end), over the window.
+        whole = f"{max(int(span), 60)}s"
+
+        def instant(expr: str) -> list:
+            try:
+                return pc.custom_query(expr, params={"time": f"{end.timestamp():.3f}"}) or []
+            except Exception:             # the series above still stand; this figure stays unknown
+                return []
+
+        for fam, kind in {**HISTOGRAMS, **STAGE_HISTOGRAMS}.items():
             if fam + "_bucket" not in names or not fetched:
                 continue
+            if fam + "_sum" in names and fam + "_count" in names:
+                for series in instant(f"sum by ({by}) (increase({sel_for(fam + '_sum')}[{whole}])) / "
+                                      f"sum by ({by}) (increase({sel_for(fam + '_count')}[{whole}]))"):
+                    inst, val = instance_of(series.get("metric", {})) or "all", _finite((series.get("value") or [None, None])[1])
+                    if inst in fetched and val is not None:
+                        fetched[inst].values[f"window_{kind}_mean"] = [val]
             # One query for the buckets' increase; the three quantiles are read off it here.
-            expr = f"sum by (le, {by}) (increase({sel_for(fam + '_bucket')}[{max(int(span), 60)}s]))"
-            try:
-                result = pc.custom_query(expr, params={"time": f"{end.timestamp():.3f}"})
-            except Exception:             # the rolling quantiles above still stand
-                continue
+            result = instant(f"sum by (le, {by}) (increase({sel_for(fam + '_bucket')}[{whole}]))")
             per_inst: dict[str, list] = {}
             for series in result or []:
                 labels = series.get("metric", {})
@@ -575,10 +629,25 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
                 if inst not in fetched:
                     continue
                 buckets.sort()
+                first = buckets[0][0]
                 for qn, qv in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
                     val = histogram_quantile(qv, buckets)
                     if val is not None:
+                        # Inside the lowest bucket the estimate is a guess between 0 and its bound
+                        # (a 2 ms queue reads as 0.15 s in a [0, 0.3] bucket): the bound is what is known.
+                        if first != math.inf and val <= first:
+                            val = first
+                            fetched[inst].values[f"window_{kind}_{qn}_at_most"] = [1.0]
                         fetched[inst].values[f"window_{kind}_{qn}"] = [val]
+        # Prefix-cache hit rate and prompt length over the whole window (totals divided, not a
+        # mean of per-step ratios: a quiet step weighs what it asked).
+        for (num, den), (col, scale) in RATIOS.items():
+            if num in names and den in names and fetched:
+                for series in instant(f"sum by ({by}) (increase({sel_for(num)}[{whole}])) / "
+                                      f"sum by ({by}) (increase({sel_for(den)}[{whole}])) * {scale}"):
+                    inst, val = instance_of(series.get("metric", {})) or "all", _finite((series.get("value") or [None, None])[1])
+                    if inst in fetched and val is not None:
+                        fetched[inst].values[f"window_{col}"] = [val]
     except PromError:
         if partial and fetched:
             notes.append("partial data (--partial): the server failed part-way; the report uses what was fetched")
