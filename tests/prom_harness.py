@@ -119,10 +119,15 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              description="A and B healthy; B's series stop after 10 minutes (up=0 from then on)"),
     Scenario("replacement", 10, LLAMA,
              description="a new replica that starts 30 s after replica_down's B stops (a rolling restart)"),
+    Scenario("restart_in_place", 12, LLAMA,
+             description="healthy; the server restarts at 15 min (90 s without samples, up=0), then serves again "
+                         "with its counters from zero and a new process_start_time_seconds"),
     Scenario("dp_skewed", 11, LLAMA, engines=2,
              description="one server, two data-parallel engines: engine 0's KV 96-99 %, engine 1's 55-65 %"),
 )}
 REPLICA_DOWN_AFTER_S = 600
+RESTART_AT_S = 900
+PROCESS_START_AGO_S = 6 * 3600          # how long before the data each server's process started
 
 
 @dataclass
@@ -249,6 +254,10 @@ def _state(scn: str, inst: int, t_rel: float, f: float, rng: random.Random) -> S
         if t_rel <= REPLICA_DOWN_AFTER_S + 30:
             return None
         return _state("replica_down", 0, t_rel, f, rng)
+    if scn == "restart_in_place":
+        if RESTART_AT_S < t_rel <= RESTART_AT_S + 90:
+            return None
+        return _state("healthy", 0, t_rel, f, rng)
     if scn == "dp_skewed":
         # A router that keeps sending one engine the long conversations: it runs full, the other
         # half full. Averaged, the server reads 79 %; the fullest engine is what evicts.
@@ -290,6 +299,7 @@ HISTOGRAMS = {  # family -> (help, buckets, State field, what one observation is
     "vllm:request_generation_tokens": ("Number of generation tokens processed.", TOKEN_BUCKETS, "gen_len", "request"),
 }
 INFO_FAMILY = "vllm:cache_config_info"
+START_FAMILY = "process_start_time_seconds"     # prometheus_client's process collector
 UP_FAMILY = "up"
 
 
@@ -370,10 +380,12 @@ class ScenarioData:
         summed over instances: the ground truth a diagnosis must match."""
         total = 0.0
         for per in self.counters.values():
-            samples = per.get(name, [])
-            a, b = _value_at(samples, start_ts), _value_at(samples, end_ts)
-            if a is not None and b is not None:
-                total += b - a
+            inside = [v for ts, v in per.get(name, []) if start_ts <= ts <= end_ts]
+            a = _value_at(per.get(name, []), start_ts)
+            prev = a if a is not None else (inside[0] if inside else None)
+            for v in inside:
+                total += v - prev if v >= prev else v      # a drop is a restart: counting began again at 0
+                prev = v
         return total
 
     @property
@@ -408,6 +420,7 @@ def _families() -> dict:
         fams[n] = _Family(n, "histogram", h)
     fams[INFO_FAMILY] = _Family(INFO_FAMILY, "gauge", "Information of the LLMEngine CacheConfig")
     fams[UP_FAMILY] = _Family(UP_FAMILY, "gauge", "1 if the last scrape of the target succeeded, 0 otherwise.")
+    fams[START_FAMILY] = _Family(START_FAMILY, "gauge", "Start time of the process since unix epoch in seconds.")
     return fams
 
 
@@ -449,15 +462,26 @@ def _add_scenario(fams: dict, scenario: str, start: datetime, minutes: int, step
                             "count": prior, "sum": prior * _lognormal_mean(med, p99)}
         h_out = {hname: {"b": [[] for _ in HISTOGRAMS[hname][1]], "inf": [], "sum": [], "count": []}
                  for hname in HISTOGRAMS}
-        up, info = [], []
+        up, info, started = [], [], []
+        proc_start, gone = t0 - PROCESS_START_AGO_S, False
         for i, ts in enumerate(times):
             t_rel = ts - t0
             st = _state(scenario, k, t_rel, t_rel / max(times[-1] - t0, 1), rng)
             if st is None:                       # target gone: no vllm series, Prometheus records up=0
                 up.append((ts, 0))
+                gone = True
                 continue
+            if gone:
+                # A process that (re)starts: a new start time, and every counter from zero.
+                proc_start = ts - 20
+                if scenario == "restart_in_place":
+                    acc_c = {n: 0.0 for n in acc_c}
+                    for a in h_acc.values():
+                        a["b"], a["count"], a["sum"] = [0.0] * len(a["b"]), 0.0, 0.0
+            gone = False
             up.append((ts, 1))
             info.append((ts, 1))
+            started.append((ts, proc_start))
             for j, e in enumerate(engines):      # DP engines: the load split, each its own KV cache
                 share = lambda x: x // len(engines) + (1 if j < x % len(engines) else 0)  # noqa: E731
                 g[("vllm:num_requests_running", e)].append((ts, share(int(st.running))))
@@ -512,6 +536,7 @@ def _add_scenario(fams: dict, scenario: str, start: datetime, minutes: int, step
                         "sliding_window": "None", "swap_space": "4", "swap_space_bytes": str(4 << 30), **base}
         fams[INFO_FAMILY].series.append((INFO_FAMILY, cache_labels, info))
         fams[UP_FAMILY].series.append((UP_FAMILY, base, up))
+        fams[START_FAMILY].series.append((START_FAMILY, base, started))
     return ScenarioData(name=scenario, namespace=namespace or scenario, instances=insts, model_name=spec.model_name,
                         start=datetime.fromtimestamp(t0, timezone.utc),
                         end=datetime.fromtimestamp(times[-1], timezone.utc), step_s=step_s,

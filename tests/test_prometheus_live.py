@@ -22,7 +22,7 @@ import os
 import re
 import subprocess
 import sys
-from datetime import timedelta, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 import requests
@@ -141,6 +141,10 @@ def test_harness_openmetrics_format(tmp_path, scenario):
         assert ts == sorted(set(ts)), f"{name}{labels}: timestamps not strictly increasing"
         if name.endswith(("_total", "_bucket", "_count", "_sum")):
             vals = [v for _, v in samples]
+            if scenario == "restart_in_place":   # one drop: the restart, counting again from zero
+                drops = [i for i in range(1, len(vals)) if vals[i] < vals[i - 1]]
+                assert len(drops) <= 1, f"{name}{labels}: drops at {drops}"
+                vals = vals[drops[0]:] if drops else vals
             assert vals == sorted(vals), f"{name}{labels}: cumulative series decreases"
         if name == "vllm:kv_cache_usage_perc":
             assert all(0 <= v <= 1 for _, v in samples)
@@ -1109,6 +1113,27 @@ def test_saved_openmetrics_dump_reads_seconds_timestamps(tmp_path):
     prompt = d.window_mean("vllm:request_prompt_tokens", t0, t1)
     assert abs(a["signals"]["prompt_tokens_per_request"]["mean"] - prompt) <= 0.05 * prompt
     start, end = re.search(r"(\d\d:\d\d:\d\d)–(\d\d:\d\d:\d\d)", a["verdict"]["window"]).groups()
-    from datetime import datetime as _dt
-    span = (_dt.strptime(end, "%H:%M:%S") - _dt.strptime(start, "%H:%M:%S")).total_seconds() % 86400
+    span = (datetime.strptime(end, "%H:%M:%S") - datetime.strptime(start, "%H:%M:%S")).total_seconds() % 86400
     assert span >= 25 * 60, a["verdict"]["window"]
+
+
+def test_cli_a_restart_in_place_is_named_not_down(prom):
+    """A server that restarts (90 s without samples, then serving again with counters from zero and
+    a new process_start_time_seconds) is neither down nor a lost replica: the report names the
+    restart and its time in every format, and the diagnosis stays healthy."""
+    from prom_harness import RESTART_AT_S
+    d = prom.data["restart_in_place"]
+    t0, _t1, window = _span(d)
+    a = _single(_json_ok(_cli_tz("Europe/Berlin", "--prometheus", prom.url, "--match", d.match, "--format", "json", *window)))
+    assert "replica-down" not in _all_ids(a) and _bottleneck(a) == "healthy", _summary(a)
+    notes = [e for i in a["inputs"] for e in i.get("errors") or [] if "restarted" in e]
+    assert len(notes) == 1 and d.instances[0] in notes[0], a["inputs"]
+    said = datetime.strptime(re.search(r"restarted at (\S+ \S+) UTC", notes[0]).group(1), "%Y-%m-%d %H:%M:%S")
+    back = t0 + RESTART_AT_S + 90              # the first sample after the gap
+    assert abs(said.replace(tzinfo=timezone.utc).timestamp() - back) <= 60, (notes[0], back)
+    md = _cli_tz("UTC", "--prometheus", prom.url, "--match", d.match, "--format", "markdown", *window).stdout.decode()
+    assert "restarted at" in md, md[:2000]
+    # Without a restart nothing is said.
+    h = prom.data["healthy"]
+    b = _single(_json_ok(_cli_tz("UTC", "--prometheus", prom.url, "--match", h.match, "--format", "json", *_span(h)[2])))
+    assert not [e for i in b["inputs"] for e in i.get("errors") or [] if "restarted" in e], b["inputs"]

@@ -485,6 +485,12 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
             # that scrape engines (not node exporters and the like).
             up_sel = f"up{{{inner}}}" if inner else "up"
             plan.append(("up:", f"max by ({by}) ({up_sel} and on (job) count by (job) ({sel_for(probe)}))", "up"))
+        if "process_start_time_seconds" in names and probe:
+            # Restarts: the process start time of each engine's instance changes (counters began
+            # again at zero there; a gap before it is a restart, not a replica lost).
+            st_sel = f"process_start_time_seconds{{{inner}}}" if inner else "process_start_time_seconds"
+            plan.append(("start:", f"max by ({by}) ({st_sel} and on ({by}) group by ({by}) ({sel_for(probe)}))",
+                         "process_start_time_seconds"))
         if "dynamo_frontend_inflight_requests" in names:
             plan.append(("label:model", f"count by ({by}, model) ({sel_for('dynamo_frontend_inflight_requests')})",
                          "dynamo_frontend_inflight_requests"))
@@ -549,6 +555,16 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
                     ups = [x for _, v in series.get("values", []) if (x := _finite(v)) is not None]
                     if ups and max(ups) == 0:
                         down_all.add(inst)
+                    continue
+                if col == "start:":
+                    starts = [x for _, v in series.get("values", []) if (x := _finite(v)) is not None]
+                    for before, after in zip(starts, starts[1:]):
+                        if after > before + 1:          # a new process (clock jitter is not one)
+                            when = datetime.fromtimestamp(after, tz=timezone.utc)
+                            ev.add_event("restart", url, None, f"{inst}: process_start_time_seconds {before:.0f} → {after:.0f}",
+                                         when.replace(tzinfo=None))
+                            notes.append(f"{inst} restarted at {when:%Y-%m-%d %H:%M:%S} UTC (its process start "
+                                         f"time changed): counters began again at zero, and warm-up follows")
                     continue
                 if col == "seen:":
                     stamps = [x for _, v in series.get("values", []) if (x := _finite(v)) is not None]
