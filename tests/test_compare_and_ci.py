@@ -24,7 +24,7 @@ def test_seed003_before_after_reports_config_diff_fixed_findings_and_better_thro
     changes = {x["key"]: (x["before"], x["after"]) for x in c["config_changes"]}
     assert changes["tensor_parallel_size"] == (4, 1) and changes["data_parallel_size"] == (1, 4)
     assert changes["enforce_eager"] == (True, False) and changes["max_num_batched_tokens"] == (2048, 8192)
-    assert {"tp-for-small-model", "cuda-graphs-disabled", "batched-tokens-small"} <= set(c["fixed"])
+    assert {"tp-for-small-model", "cuda-graphs-disabled"} <= set(c["fixed"])
     g = c["signals"]["generation_throughput"]
     assert g["verdict"] == "better" and g["after"] > 3 * g["before"]
     assert set(c) >= {"config_changes", "new", "fixed", "unchanged", "signals"}
@@ -89,12 +89,12 @@ def test_junit_has_one_case_per_rule_with_pass_fail_skip():
 def test_expired_suppression_stops_suppressing_and_says_so(tmp_path):
     cfg = tmp_path / "diagnose.toml"
     cfg.write_text('[[ignore]]\nid = "cuda-graphs-disabled"\nreason = "eager on purpose"\nexpires = 2020-01-01\n\n'
-                   '[[ignore]]\nid = "batched-tokens-small"\nreason = "ITL first"\nexpires = 2999-01-01\n')
+                   '[[ignore]]\nid = "tp-over-pcie"\nreason = "one box"\nexpires = 2999-01-01\n')
     d = json.loads(run_cli("--format", "json", "--config", cfg, BEFORE).stdout)
     ids = {f["id"] for f in d["findings"]}
-    assert "cuda-graphs-disabled" in ids and "batched-tokens-small" not in ids
+    assert "cuda-graphs-disabled" in ids and "tp-over-pcie" not in ids
     status = {s["id"]: s["status"] for s in d["suppressions"]}
-    assert status == {"cuda-graphs-disabled": "expired", "batched-tokens-small": "active"}
+    assert status == {"cuda-graphs-disabled": "expired", "tp-over-pcie": "active"}
     term = run_cli("--config", cfg, BEFORE).stdout.decode()
     assert "suppression of cuda-graphs-disabled expired on 2020-01-01" in term
 

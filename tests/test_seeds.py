@@ -21,12 +21,15 @@ def seed003():
 def test_seed003_top_findings_and_their_fixes(seed003):
     ids = [f["id"] for f in seed003["findings"]]
     top = ids[:5]
-    assert {"tp-for-small-model", "cuda-graphs-disabled", "batched-tokens-small"} <= set(top), ids
+    assert {"tp-for-small-model", "cuda-graphs-disabled"} <= set(top), ids
     assert {"client-bound", "concurrency-cap"} & set(top), ids
+    # The write-up also raised the chunk budget 2048 → 8192 "for long prompts"; its log shows none:
+    # 78 prompt tokens/s against 412 generated, prefill a sliver of the GPU's time. A budget that
+    # does not hurt this run is not a finding (the rule fires on fixtures with long prompts).
+    assert "batched-tokens-small" not in ids, ids
     by = {f["id"]: f for f in seed003["findings"]}
     assert by["tp-for-small-model"]["fix"]["flags"]["set"] == {"--tensor-parallel-size": "1", "--data-parallel-size": "4"}
     assert by["cuda-graphs-disabled"]["fix"]["flags"]["remove"] == ["--enforce-eager"]
-    assert by["batched-tokens-small"]["fix"]["flags"]["set"] == {"--max-num-batched-tokens": "8192"}
     # every finding cites file:line or a metric window
     for f in seed003["findings"]:
         assert f["evidence"], f["id"]
@@ -56,7 +59,7 @@ def test_seed003_markdown_is_a_ticket_with_the_corrected_command():
     cmd = md.split("```bash\n", 1)[1].split("```", 1)[0]
     assert cmd.startswith("vllm serve") and "Qwen/Qwen3-VL-2B-Instruct" in cmd
     assert "--tensor-parallel-size 1" in cmd and "--data-parallel-size 4" in cmd
-    assert "--max-num-batched-tokens 8192" in cmd and "--enforce-eager" not in cmd
+    assert "--max-num-batched-tokens 8192" not in cmd and "--enforce-eager" not in cmd
 
 
 def test_seed004_cross_node_tp_is_communication_or_compute_bound():

@@ -35,7 +35,7 @@ def run_rules(rules: list[Rule], ev: Evidence, sig: Signals, ignore: set[str] = 
         try:
             hit = evaluate(rule.condition, names)
             if is_unknown(hit):
-                na.append({"id": rule.id, "reason": "inputs unknown for: " + rule.condition_text})
+                na.append({"id": rule.id, "reason": _unknown_reason(rule, names)})
                 continue
             if not hit:
                 passed.append(rule.id)
@@ -95,6 +95,15 @@ def _first_true(pairs: list, vals: dict, default: str) -> str:
         if not is_unknown(r) and r:
             return value
     return default
+
+
+def _unknown_reason(rule: Rule, names: dict) -> str:
+    """Which of the condition's inputs are unknown: the signals, not the whole expression."""
+    import ast
+    used = sorted({n.id for n in ast.walk(rule.condition) if isinstance(n, ast.Name)
+                   and n.id not in ("known", "min", "max", "abs", "round", "str", "int", "float", "len", "True", "False", "None")})
+    unknown = [n for n in used if names.get(n) is None]
+    return "inputs unknown: " + (", ".join(unknown) if unknown else rule.condition_text)
 
 
 def _finding(rule: Rule, ev: Evidence, sig: Signals, engine: str, vals: dict) -> Finding:
