@@ -146,3 +146,64 @@ def test_a_pipe_on_stdin_is_widened_and_read_whole():
     assert size >= 1 << 20
     assert p.returncode == 0, err.decode()
     assert json.loads(out)["inputs"][0]["lines"] == data.count(b"\n")
+
+
+# -- hard-wrapped pastes --------------------------------------------------------------------------
+def _fold(data: bytes, width: int) -> bytes:
+    """What `fold -w WIDTH` (or a terminal pasted as shown) does to a log: every line longer than
+    the width broken into pieces of exactly that many characters."""
+    out = []
+    for line in data.decode("utf-8").split("\n"):
+        while len(line) > width:
+            out.append(line[:width])
+            line = line[width:]
+        out.append(line)
+    return "\n".join(out).encode("utf-8")
+
+
+def _diag(path) -> dict:
+    p = run_cli("--format", "json", path)
+    assert p.returncode == 0, p.stderr.decode()
+    return json.loads(p.stdout)
+
+
+FACTS = ("tensor_parallel_size", "gpu_memory_utilization", "model", "engine_version", "kv_cache_tokens",
+         "max_model_len", "enforce_eager", "max_num_seqs")
+
+
+@pytest.mark.parametrize("name,width", [("vllm-jyngjeon-qwen3-14b-tp4-pcie-client.log", 100),
+                                        ("vllm-dawnboy-r1-32b-fp8-conc101.log", 120),
+                                        ("sglang-loosp258-qwen25-7b-pd-decode-v100-eager.log", 90)])
+def test_a_hard_wrapped_log_reads_as_the_original(tmp_path, name, width):
+    """A real log broken at a fixed width (a terminal, `fold`, a paste box) reads as the original:
+    the `non-default args` dict and the config dumps are re-joined (a wrapped TP-4 run read as TP 1
+    with the default memory fraction), the same findings come out, the note says what was done,
+    and every cited line number still points at the line in the user's file."""
+    original = FIXTURES / "real" / name
+    wrapped = tmp_path / name
+    wrapped.write_bytes(_fold(original.read_bytes(), width))
+    a, b = _diag(original), _diag(wrapped)
+    assert {k: b["deployment"].get(k) for k in FACTS} == {k: a["deployment"].get(k) for k in FACTS}
+    assert [f["id"] for f in b["findings"]] == [f["id"] for f in a["findings"]]
+    assert any("hard-wrapped lines re-joined" in e for e in b["inputs"][0]["errors"]), b["inputs"]
+    assert b["inputs"][0]["lines"] == wrapped.read_bytes().count(b"\n") + (0 if wrapped.read_bytes().endswith(b"\n") else 1)
+    lines = wrapped.read_bytes().decode("utf-8").split("\n")       # not read_text: tqdm's \r are not line ends
+    cited = [e for f in b["findings"] for e in f["evidence"] if e.get("line")]
+    assert cited
+    import re
+    plain = lambda x: re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", x).strip()  # noqa: E731
+    for e in cited:      # the record begins on the cited line of the wrapped file (its header, at least)
+        start = plain(lines[e["line"] - 1])
+        assert plain(e["text"])[:15] == start[:15], (e, start)
+
+
+def test_fixed_format_logs_are_not_taken_for_wrapped():
+    """Logs whose longest lines are one fixed-format record (glog, NCCL, SGLang's short prefix,
+    uniform stats lines) look like a wrap by length alone; none of the real logs or samples is
+    changed."""
+    from diagnose.sources.unwrap import unwrap
+    changed = []
+    for f in sorted((FIXTURES / "real").glob("*.log")) + sorted((FIXTURES / "samples").rglob("*.log")):
+        if unwrap(f.read_bytes())[1]:
+            changed.append(f.name)
+    assert not changed, changed

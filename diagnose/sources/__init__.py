@@ -19,6 +19,7 @@ from .gpu import load_gpu, sniff_gpu
 from .prometheus import load_exposition, load_query_range, sniff_prometheus
 from .lineprefix import CONTROL, Clock, peel
 from .reader import Input, InputError, resolve
+from .unwrap import unwrap
 from .scanner import ScanCounts, scan
 from .sglang import SglangParser
 from .structured import load_structured, sniff
@@ -228,7 +229,10 @@ def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, starte
         else:
             if bar:
                 src = _counted(src, advance)
-            lines_iter = scan(src, counts, follow=pending)
+            data, joined = unwrap(b"".join(src))          # small: held whole already
+            if joined:
+                info.errors.append(f"hard-wrapped lines re-joined ({joined} continuation line(s) read with the line before)")
+            lines_iter = scan([data], counts, follow=pending)
     malformed = 0
     for lineno, text in lines_iter:
         # The parsers convert what their regexes matched (`[\d.]+`, dict values) with float()/int();
