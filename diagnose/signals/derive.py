@@ -653,8 +653,17 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     # sample with a request or two waiting is arrival jitter.
     cap = v.get("max_num_seqs")
     if cap and waiting:
-        v["capped_waiting_run_max"] = _longest_run([r is not None and w is not None and w >= 1 and r >= _cap_floor(cap)
-                                                    for r, w in zip(st["rank_running_max"], st["waiting"])])
+        flags = [r is not None and w is not None and w >= 1 and r >= _cap_floor(cap)
+                 for r, w in zip(st["rank_running_max"], st["waiting"])]
+        v["capped_waiting_run_max"] = _longest_run(flags)
+        v["capped_waiting_episode"] = _episode(flags, st["time"], st["waiting"])
+    # KV full while requests wait, sample by sample: a rise-and-drain episode that the window's
+    # means dilute (an hour of quiet around ten minutes of a full cache) is still one.
+    kvs = st["kv_usage"]
+    if waiting and _known(kvs):
+        flags = [k is not None and w is not None and k >= KV_FULL_PCT and w >= 1 for k, w in zip(kvs, st["waiting"])]
+        v["kv_full_waiting_run_max"] = _longest_run(flags)
+        v["kv_full_waiting_episode"] = _episode(flags, st["time"], st["waiting"])
     if v["running_mean"] and v["gen_tps_mean"] is not None:
         v["gen_tps_per_request"] = round(v["gen_tps_mean"] / v["running_mean"], 2)
     # A sequence's decode speed when the GPU is not also prefilling: the samples without prompt
@@ -731,6 +740,28 @@ def _cap_floor(cap) -> float:
     for an in-flight chunked prefill and plateaus at cap − 1), never below 1 for tiny caps."""
     cap = float(cap)
     return cap if cap < 4 else min(cap * 0.95, cap - 1)
+
+
+KV_FULL_PCT = 95
+
+
+def _episode(flags: list, times: list, values: list) -> str | None:
+    """The longest run of flagged samples, said as an operator reads it: when it began and ended
+    and the peak of `values` inside it ("10:02:11–10:05:41, 22 samples, peak 37 waiting")."""
+    best, start = (0, 0), None
+    for i, f in enumerate(flags + [False]):
+        if f and start is None:
+            start = i
+        elif not f and start is not None:
+            if i - start > best[1] - best[0]:
+                best = (start, i)
+            start = None
+    a, b = best
+    if b - a < 2:
+        return None
+    peak = max((x for x in values[a:b] if x is not None), default=None)
+    when = (f"{times[a]:%H:%M:%S}–{times[b - 1]:%H:%M:%S}, " if times[a] is not None and times[b - 1] is not None else "")
+    return f"{when}{b - a} samples" + (f", peak {peak:g} waiting" if peak is not None else "")
 
 
 def _longest_run(flags: list) -> int:
