@@ -389,9 +389,16 @@ rules_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exce
 
 @rules_app.command(help="List every rule, or print one rule's full documentation.")
 def rules(rule_id: Optional[str] = typer.Argument(None, metavar="[RULE_ID]", show_default=False,
-                                                  help="a rule id, e.g. tp-for-small-model")) -> None:
-    from .engine.rules import RETIRED_IDS, RuleError, load_rules
+                                                  help="a rule id, e.g. tp-for-small-model"),
+          signals: bool = typer.Option(False, "--signals", help="list every signal a rule may name, with its unit and source")) -> None:
+    from .engine.rules import RETIRED_IDS, RuleError, load_rules, signal_catalogue
     from .reports.ruledocs import rule_doc, rule_table
+    if signals:
+        cat = signal_catalogue()
+        width = max(map(len, cat))
+        sys.stdout.write("".join(f"{n:<{width}}  {e.get('unit', '')}  ·  {e.get('source', '')}"
+                                 + (f"  ·  {e['about']}" if e.get("about") else "") + "\n" for n, e in sorted(cat.items())))
+        return
     try:
         all_rules = load_rules()
     except RuleError as e:

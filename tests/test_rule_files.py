@@ -85,3 +85,69 @@ def test_an_edited_rule_file_takes_effect_on_the_next_run(tmp_path):
     assert fix_titles()["batched-tokens-small"] == "Now raise --max-num-batched-tokens to 8192"
     (tmp_path / "cache" / "diagnose" / "rules-parsed-v1.json").write_text("{not json")   # damaged: ignored
     assert fix_titles() == {**first, "batched-tokens-small": "Now raise --max-num-batched-tokens to 8192"}
+
+
+# -- rule files are checked when they load ----------------------------------------------------------
+def _user_rule(tmp_path, old: str, new: str, base: str = "config/tp-for-small-model.toml"):
+    from conftest import ROOT
+    mine = tmp_path / "mine"
+    mine.mkdir(exist_ok=True)
+    src = (ROOT / "rules" / base).read_text(encoding="utf-8")
+    assert old in src
+    path = mine / base.split("/")[-1]
+    path.write_text(src.replace(old, new, 1), encoding="utf-8")
+    lineno = src[: src.index(old)].count("\n") + 1
+    return mine, path, lineno
+
+
+def _refused(p, path, lineno, want: str):
+    err = p.stderr.decode()
+    assert p.returncode == 2 and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"{path}:{lineno}:" in err and want in err, err
+
+
+def test_a_misspelt_signal_name_is_refused_with_the_nearest_name(tmp_path):
+    """`tensor_paralel_size` in a condition used to load, evaluate as unknown and leave the rule
+    "not applicable" with exit 0: a rule that can never fire, and nothing said."""
+    mine, path, lineno = _user_rule(tmp_path, "tensor_parallel_size > 1 and", "tensor_paralel_size > 1 and")
+    p = run_cli("--rules", mine, FIXTURES / "seed003" / "realtime.log")
+    _refused(p, path, lineno, "unknown signal `tensor_paralel_size` (did you mean `tensor_parallel_size`?)")
+
+
+def test_a_misspelt_key_is_refused_with_the_nearest_key(tmp_path):
+    mine, path, lineno = _user_rule(tmp_path, "\nconfidence = ", "\nconfidense = ")
+    p = run_cli("--rules", mine, FIXTURES / "seed003" / "realtime.log")
+    _refused(p, path, lineno + 1, "unknown key `confidense` (did you mean `confidence`?)")
+    mine2, path2, lineno2 = _user_rule(tmp_path / "b" if (tmp_path / "b").mkdir() is None else tmp_path, "\nwhy = ", "\nwhy_it_hurts = ")
+    p2 = run_cli("--rules", mine2, FIXTURES / "seed003" / "realtime.log")
+    _refused(p2, path2, lineno2 + 1, "unknown key `why_it_hurts` in `docs`")
+
+
+def test_rules_signals_lists_every_name_the_rules_use_with_unit_and_source():
+    import ast
+    out = run_cli("rules", "--signals").stdout.decode()
+    listed = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    used = set()
+    for r in load_rules():
+        trees = [r.condition, *r.templates.values(), *(t for t, _ in r.severity_if), *(t for t, _ in r.confidence_if)]
+        used |= {n.id for t in trees for n in ast.walk(t) if isinstance(n, ast.Name)} | set(r.requires)
+        used -= set(r.params)
+    from diagnose.engine.expr import FUNCS
+    used -= set(FUNCS) | {"known"}
+    assert used <= set(listed), sorted(used - set(listed))
+    assert "s  ·  engine log / metrics" in listed["ttft_p95_s"] and "fact" in listed["tensor_parallel_size"]
+    assert "GPU samples" in listed["gpu_util_spread"] and "--targets" in listed["target_tpot_s"]
+
+
+def test_every_signal_the_signals_layer_gives_is_catalogued():
+    """Diagnosing every fixture (and the inputs only a live Prometheus or a targets file give)
+    yields no signal missing from diagnose/data/signals.toml: a new signal is catalogued
+    (scripts/signal-catalogue) before a rule can name it."""
+    import runpy
+    from conftest import ROOT
+    from diagnose.engine.rules import signal_catalogue
+    collect = runpy.run_path(str(ROOT / "scripts" / "signal-catalogue"))["collect"]
+    names = {n for n in collect() if re.fullmatch(r"[a-z_][a-z0-9_]*", n)}
+    missing = sorted(names - set(signal_catalogue()))
+    assert not missing, f"not in diagnose/data/signals.toml (run scripts/signal-catalogue): {missing}"

@@ -28,6 +28,29 @@ TEMPLATE = re.compile(r"(?<!\{)\{([^{}]+)\}(?!\})")
 ID_RX = re.compile(r"^[a-z][a-z0-9-]*$")
 
 
+# Every key a rule file may hold, at the top and inside its tables: a misspelt one is an error
+# at load time, not a rule that silently never fires.
+TOP_KEYS = ("id", "title", "fix_title", "severity", "confidence", "engines", "requires", "params", "condition",
+            "severity_if", "confidence_if", "evidence", "impact", "impact_score", "fix_risk", "defers_to",
+            "folds_into", "fix", "docs", "cases")
+SUB_KEYS = {"docs": ("summary",) + DOC_SECTIONS, "fix": ("set", "remove", "note"), "cases": ("input", "expect", "set", "remove"),
+            "severity_if": ("when", "severity"), "confidence_if": ("when", "confidence")}
+# What an expression may name besides signals and the rule's params.
+EXPR_BUILTINS = frozenset({"known", "True", "False", "None"})
+
+
+def signal_catalogue() -> dict[str, dict]:
+    """diagnose/data/signals.toml: every signal with its unit and source (`diagnose rules --signals`)."""
+    path = Path(__file__).resolve().parent.parent / "data" / "signals.toml"
+    return _parsed.loads(path.read_text(encoding="utf-8")).get("signals", {})
+
+
+def _nearest(name: str, choices) -> str:
+    import difflib
+    near = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.75)
+    return f" (did you mean `{near[0]}`?)" if near else ""
+
+
 class RuleError(ValueError):
     """A rule file that cannot be used; message is `file:line: what`."""
 
@@ -176,6 +199,16 @@ def load_rule(path: Path, domain: str = "user") -> Rule:
         except ExprError as e:
             raise RuleError(str(e)) from None
 
+    for key in d:
+        if key not in TOP_KEYS:
+            raise RuleError(f"{path}:{_line_of(raw, key)}: unknown key `{key}`{_nearest(key, TOP_KEYS)}")
+    for key, allowed in SUB_KEYS.items():
+        tables = d.get(key)
+        tables = (list(tables.values()) if key == "fix" else [tables]) if isinstance(tables, dict) else (tables or [])
+        for t in tables:
+            for sub in (t if isinstance(t, dict) else {}):
+                if sub not in allowed:
+                    raise RuleError(f"{path}:{_line_of(raw, sub)}: unknown key `{sub}` in `{key}`{_nearest(sub, allowed)}")
     rid = need("id")
     if not ID_RX.match(rid):
         raise RuleError(f"{path}:{_line_of(raw, 'id')}: rule id `{rid}` must be lower-case words joined by '-'")
@@ -223,7 +256,26 @@ def load_rule(path: Path, domain: str = "user") -> Rule:
                 rule.templates[m.group(1)] = compile_expr(m.group(1), f"{path}:{_line_of_text(raw, m.group(0))}")
             except ExprError as e:
                 raise RuleError(str(e)) from None
+    _check_names(rule, raw)
     return rule
+
+
+def _check_names(rule: Rule, raw: str) -> None:
+    """Every name an expression or `requires` uses is a catalogued signal, a param of the rule or
+    a built-in: `tensor_paralel_size` is an error naming the line, not a rule that is never applicable."""
+    import ast
+    from .expr import FUNCS
+    known = signal_catalogue()
+    trees = [rule.condition, *rule.templates.values(), *(t for t, _ in rule.severity_if), *(t for t, _ in rule.confidence_if)]
+    if rule.impact_score is not None:
+        trees.append(rule.impact_score)
+    used = [n.id for t in trees for n in ast.walk(t) if isinstance(n, ast.Name)] + list(rule.requires)
+    for name in used:
+        if name in known or name in rule.params or name in FUNCS or name in EXPR_BUILTINS:
+            continue
+        line = _line_of_text(raw, name)
+        raise RuleError(f"{rule.path}:{line}: unknown signal `{name}`{_nearest(name, list(known) + list(rule.params))}"
+                        " (`diagnose rules --signals` lists them)")
 
 
 def _line_of_text(raw: str, snippet: str) -> int:
