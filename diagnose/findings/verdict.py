@@ -109,7 +109,8 @@ def decide(values: dict, findings: list) -> dict:
     # A handful running, none waiting, KV nearly empty: the offered load is the limit, whether or
     # not every input the client-bound rule weighs is known. Never "healthy".
     if ((v.get("waiting_max") or 0) == 0 and (v.get("running_mean") or 0) > 0 and v.get("kv_usage_p95") is not None
-            and v["kv_usage_p95"] < 20 and not (v.get("prefill_time_share") or 0) >= 0.5):
+            and v["kv_usage_p95"] < 20 and not (v.get("prefill_time_share") or 0) >= 0.5 and not v.get("cpu_backend")
+            and not (v.get("gen_tps_gain_per_load") or 1) < 0.6):
         return out("client-bound", [run, wait, kv])
     if failed:   # a server that crashed is not healthy, whatever its stats said before
         return out("unknown", [f"the engine failed ({', '.join(failed)}) after serving", run, wait], "failures")

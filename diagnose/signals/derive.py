@@ -72,6 +72,7 @@ def derive(ev: Evidence) -> Signals:
     _roofline(v)
     _prefill_time(v)
     _context_asked(ev, v)
+    _run_kind(ev, v)
     if v.get("preemptions_total") is not None and v.get("window_seconds"):
         s.key_stats["preemption_rate"] = {"mean": round(v["preemptions_total"] / (v["window_seconds"] / 60), 3),
                                           "std": None, "n": v.get("steady_samples"), "p50": None, "p95": None,
@@ -209,6 +210,18 @@ def _prefill_time(v: dict) -> None:
     v["prefill_time_share"] = round(min(prompt / capacity, 1.0), 3)
 
 
+def _run_kind(ev: Evidence, v: dict) -> None:
+    """What kind of run this was, for rules whose advice only holds for some: one that failed or
+    was stopped before serving anything (throughput advice is noise beside the failure), one on
+    the CPU backend (no CUDA graphs, no GPU batching to scale into)."""
+    failed = any(v.get(f"{k}_count", 0) > 0 for k in ("oom", "engine_dead", "kv_capacity_error", "kv_no_memory",
+                                                        "uncaught_exception", "stop_requested"))
+    served = bool(v.get("stats_samples")) or ev.event_counts.get("request", 0) > 0
+    v["never_served"] = bool(failed and not served)
+    platform = str(v.get("platform") or ev.fact("device") or "").lower()
+    v["cpu_backend"] = platform == "cpu" or None
+
+
 def _context_asked(ev: Evidence, v: dict) -> None:
     """Requests refused for their length: how long they were, and the maximum context that would
     have taken them — when the model itself allows it and the KV cache holds two such requests."""
@@ -253,6 +266,7 @@ def _kv_cross_check(v: dict, model, per_layer: float, head_share: float, pp: int
 def _kv_binding(v: dict):
     """Does the KV cache limit the run? True / False / None (cannot tell)."""
     hits = [v.get("kv_capacity_error_count", 0) > 0, v.get("kv_pool_exhausted_count", 0) > 0,
+            v.get("kv_no_memory_count", 0) > 0,
             (v.get("preemptions_total") or 0) > 0,
             (v.get("paused_samples") or 0) > 0,
             v.get("max_concurrency") is not None and v["max_concurrency"] < 1,
@@ -347,7 +361,7 @@ def _parallelism(ev: Evidence, v: dict) -> None:
 
 def _events(ev: Evidence, v: dict) -> None:
     c = ev.event_counts
-    for k in ("oom", "engine_dead", "nccl_error", "kv_capacity_error", "kv_pool_exhausted", "preemption",
+    for k in ("oom", "engine_dead", "nccl_error", "kv_capacity_error", "kv_no_memory", "kv_pool_exhausted", "preemption",
               "eager_mode", "allreduce_pcie", "allreduce_no_p2p", "traceback", "uncaught_exception",
               "stop_requested", "failure_after_stop"):
         v[f"{k}_count"] = c.get(k, 0)
@@ -486,7 +500,9 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     # Busy: work in the queues or tokens flowing, or requests finishing (a latency quantile exists
     # only where requests completed: a frontend that exports latencies but no queue gauges serves).
     activity = list(zip(df["running"], df["waiting"], df["gen_tps"], df["prompt_tps"], df["ttft_p50"], df["itl_p50"]))
-    flags = [any(x is not None and x > 0 for x in row) for row in activity]
+    # A probe's one-token prefill every few seconds (0.2 tokens/s, nothing running) is not work.
+    flags = [any(x is not None and x > 0 for x in row[:2]) or any(x is not None and x >= 1 for x in row[2:4])
+             or any(x is not None and x > 0 for x in row[4:]) for row in activity]
     busy_idx = [i for i, b in enumerate(flags) if b]
     if not busy_idx and all(x is None for row in activity for x in row):
         # Nothing says whether it worked: unknown, never "idle".
@@ -666,6 +682,18 @@ def _runtime(ev: Evidence, s: Signals) -> None:
         v["kv_full_waiting_episode"] = _episode(flags, st["time"], st["waiting"])
     if v["running_mean"] and v["gen_tps_mean"] is not None:
         v["gen_tps_per_request"] = round(v["gen_tps_mean"] / v["running_mean"], 2)
+    # Does throughput follow load? Samples near the window's top load against those near half of
+    # it (a benchmark sweep, a day's curve): 1 is linear scaling; under 0.6, doubling the requests
+    # bought less than 20 % more tokens/s and the server, not the client, is the limit.
+    pairs = [(r, g) for r, g in zip(st["running"], st["gen_tps"]) if r and g is not None and r > 0]
+    if len(pairs) >= 6:
+        top = max(r for r, _ in pairs)
+        hi = [(r, g) for r, g in pairs if r >= 0.8 * top]
+        lo = [(r, g) for r, g in pairs if 0.35 * top <= r <= 0.65 * top]
+        if len(hi) >= 3 and len(lo) >= 3 and statistics.fmean(g for _, g in lo) > 0:
+            load = statistics.fmean(r for r, _ in hi) / statistics.fmean(r for r, _ in lo)
+            tokens = statistics.fmean(g for _, g in hi) / statistics.fmean(g for _, g in lo)
+            v["gen_tps_gain_per_load"] = round(tokens / load, 2)
     # A sequence's decode speed when the GPU is not also prefilling: the samples without prompt
     # tokens (else all samples, which understates it) — the yardstick for how long prefill takes.
     pure = [g / r for g, r, p in zip(st["gen_tps"], st["running"], st["prompt_tps"])

@@ -59,7 +59,7 @@ FACT_KEYS = {
     "mem_fraction_static": "gpu_memory_utilization", "max_running_requests": "max_num_seqs",
     "kv_cache_dtype": "kv_cache_dtype", "quantization": "quantization", "context_length": "max_model_len",
     "dtype": "dtype", "cuda_graph_max_bs": "cuda_graph_max_size",
-    "schedule_conservativeness": "schedule_conservativeness", "schedule_policy": "schedule_policy",
+    "schedule_conservativeness": "schedule_conservativeness", "schedule_policy": "schedule_policy", "device": "device",
     "speculative_algorithm": "speculative_algorithm", "enable_dp_attention": "enable_dp_attention",
     "attention_backend": "attention_backend", "max_queued_requests": "max_queue_depth",
 }

@@ -52,7 +52,7 @@ AR_NODES = re.compile(r"Custom allreduce is disabled because this process group 
 RAY_SPREAD = re.compile(r"tensor_parallel_size=(?P<tp>\d+) is bigger than a reserved number of GPUs \((?P<g>\d+) GPUs?\) in a node")
 AR_P2P = re.compile(r"Custom allreduce is disabled because your platform lacks GPU P2P capability")
 PREEMPT = re.compile(r"is preempted by PreemptionMode\.(?P<mode>\w+)\b.*?total_num_cumulative_preemption=(?P<n>\d+)")   # \b: no backtracking into the mode
-KV_ERR = re.compile(r"larger than the maximum number of tokens that can be stored in KV cache|KV cache is needed, which is larger than the available KV cache memory|No available memory for the cache blocks")
+KV_ERR = re.compile(r"larger than the maximum number of tokens that can be stored in KV cache|KV cache is needed, which is larger than the available KV cache memory|(?P<none>No available memory for the cache blocks)")
 DEAD = re.compile(
     r"AsyncEngineDeadError|EngineDeadError|Engine core proc \S+ died|(?:EngineCore|WorkerProc) failed to start|"
     r"EngineCore encountered (?:a fatal error|an issue)|Engine iteration timed out|Worker proc \S+ died|"
@@ -382,7 +382,9 @@ class VllmParser:
         ev.counters["preemptions_total"] = max(ev.counters.get("preemptions_total", 0), int(m.group("n")))
 
     def _kv_err(self, m, line, ev, when):
-        ev.add_event("kv_capacity_error", line.source, line.lineno, line.raw, when)
+        # No memory for any block is a memory-headroom failure (nothing left after weights and
+        # activations), not a cache too small for the model length.
+        ev.add_event("kv_no_memory" if m.group("none") else "kv_capacity_error", line.source, line.lineno, line.raw, when)
 
     def _dead(self, m, line, ev, when):
         note_failure(ev, "engine_dead", line, when)
