@@ -98,3 +98,32 @@ def test_a_log_that_opens_with_access_lines_is_a_log_not_yaml(tmp_path):
     d = json.loads(run_cli("--format", "json", f).stdout)
     assert d["inputs"][0]["kind"] == "log" and d["deployment"]["engine"] == "vllm", d["inputs"]
     assert d["inputs"][0]["lines"] == 41 and d["inputs"][0]["recognised_lines"] == 41, d["inputs"]
+
+
+def test_per_worker_kv_capacity_lines_give_the_smallest(tmp_path):
+    """A TP-4 V1 start-up logs the KV cache size once per worker (real lines, vLLM 0.9): the
+    capacity is one worker's (not four times it), and where one worker has less room (its line
+    edited here to 301,056 tokens) the smallest is what a request can count on, wherever it comes."""
+    real = (FIXTURES / "real" / "vllm-jyngjeon-qwen3-14b-tp4-pcie-client.log").read_text(encoding="utf-8").split("\n")
+    d = json.loads(run_cli("--format", "json", FIXTURES / "real" / "vllm-jyngjeon-qwen3-14b-tp4-pcie-client.log").stdout)
+    assert (d["deployment"]["kv_cache_tokens"], d["deployment"]["max_concurrency"]) == (335344, 40.94)
+    kv_lines = [i for i, x in enumerate(real) if "GPU KV cache size: 335,344 tokens" in x]
+    assert len(kv_lines) == 4
+    real[kv_lines[1]] = real[kv_lines[1]].replace("335,344", "301,056")     # the second of four, not the last
+    real[kv_lines[1] + 1] = real[kv_lines[1] + 1].replace("40.94x", "36.75x")
+    f = tmp_path / "tp4-uneven.log"
+    f.write_text("\n".join(real), encoding="utf-8")
+    dep = json.loads(run_cli("--format", "json", f).stdout)["deployment"]
+    assert (dep["kv_cache_tokens"], dep["max_concurrency"]) == (301056, 36.75)
+
+
+def test_fp8_weights_are_one_byte_a_parameter_whatever_the_method_is_called():
+    """A real DeepSeek-R1-Distill-Qwen-32B-FP8 run (vLLM reports quantization 'compressed-tensors',
+    dtype half): 32 B parameters at one byte each (about the 32 GiB the log measured), not two —
+    which would double the bytes a decode step reads in the roofline."""
+    import sys
+    sys.path.insert(0, str(FIXTURES.parent))
+    from diagnose.pipeline import analyze
+    v = analyze([str(FIXTURES / "real" / "vllm-dawnboy-r1-32b-fp8-conc101.log")]).signals.values
+    assert (v["model_params_b"], v["bytes_per_param"]) == (32.0, 1.0)
+    assert 28 <= v["weights_gib_replica"] <= 34

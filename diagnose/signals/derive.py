@@ -301,9 +301,11 @@ def _model_size(ev: Evidence, v: dict) -> None:
     pp = int(v.get("pipeline_parallel_size") or 1)
     w = v.get("weights_gib_per_gpu")
     q = str(v.get("quantization") or "").lower()
-    if not q:   # quantized checkpoints often say so only in their name
+    if q not in BYTES_PER_PARAM:
+        # Quantized checkpoints often say their precision only in their name, including those
+        # whose method names a container, not a width (compressed-tensors, modelopt).
         low = name.lower()
-        q = "awq" if re.search(r"awq|gptq|4bit|int4|w4a16|nf4", low) else "fp8" if re.search(r"fp8|int8|w8a8", low) else ""
+        q = "awq" if re.search(r"awq|gptq|4bit|int4|w4a16|nf4", low) else "fp8" if re.search(r"fp8|int8|w8a8", low) else q
     bpp = BYTES_PER_PARAM.get(q, 4.0 if v.get("dtype") == "float32" else 2.0)
     v["bytes_per_param"] = bpp
     # The model's size from the model (its name's parameter count × bytes per parameter) before

@@ -254,6 +254,8 @@ class VllmParser:
         spec = body.get("speculative_config")
         if spec not in (None, "None"):
             ev.set_fact("speculative", True, src, n, excerpt(raw, "speculative_config"))
+        if isinstance(body.get("device_config"), str) and body["device_config"] in ("cpu", "cuda", "xpu", "tpu", "hpu"):
+            ev.set_fact("device", body["device_config"], src, n, excerpt(raw, "device_config"), override=False)
 
     def _facts(self, d: dict, line: Line, ev: Evidence, from_dump: bool = False) -> None:
         src, n, raw = line.source, line.lineno, line.raw
