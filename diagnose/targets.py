@@ -1,5 +1,5 @@
-"""SLO targets (`--targets FILE`, TOML or YAML, or `[targets]` in .diagnose.toml), in the spirit of
-seed 001's per-SKU tables and seed 002's KPIs:
+"""SLO targets (`--targets FILE`, TOML or YAML, or `[targets]` in .diagnose.toml), as operators write them:
+per GPU model (SKU) and per deployment, latency and throughput KPIs:
 
     [default]                     # applies when nothing more specific matches
     ttft_p50_ms = 500

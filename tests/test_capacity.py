@@ -385,3 +385,20 @@ def test_partial_facts_from_a_log_override_the_table():
     r = capacity(f, "H100", tp=2, context=8192)
     assert r["weights_bytes_per_gpu"] == pytest.approx(70.55e9 / 2, rel=1e-6)
     assert from_partial({"dtype": "bf16"}, name=None) is None
+
+
+def test_kv_arithmetic_without_a_gpu_name():
+    """With --kv-memory the KV arithmetic needs no board: Llama-3.1-8B, 32k context, 20 GiB of KV:
+    2 x 8 KV heads x 128 x 2 B = 4 KiB per token per layer, 32 layers -> 128 KiB per token, 4 GiB
+    per sequence, 5 sequences. Whether the weights fit and the speed bounds need the board: unknown,
+    and the output says --gpu adds them."""
+    r = cap("--model", "meta-llama/Llama-3.1-8B-Instruct", "--kv-memory", "20", "--context", "32768")
+    assert r["kv_bytes_per_token_per_layer"] == 4096 and r["kv_bytes_per_token_per_gpu"] == 131072
+    assert r["max_sequences"] == 5 and r["fits"] is None
+    assert r["decode_tokens_per_s_per_sequence_bound"] is None and r["prefill_tokens_per_s_bound"] is None
+    assert any("--gpu NAME adds them" in a for a in r["assumptions"])
+    text = runner.invoke(capacity_app, ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--kv-memory", "20",
+                                        "--context", "32768"]).stdout
+    assert "GPU (not named)" in text and "decode bound" not in text and "unknown" in text
+    bad = runner.invoke(capacity_app, ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--context", "32768"])
+    assert bad.exit_code == 2 and "--kv-memory" in bad.output

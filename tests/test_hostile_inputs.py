@@ -416,3 +416,55 @@ def test_output_to_a_full_device(tmp_path):
     finally:
         kept = stat.S_ISCHR(os.stat(dev).st_mode)
     assert kept, "the device node was replaced by a regular file"
+
+
+# -- text from a log stays text in the markdown ticket ------------------------------------------------
+def test_markdown_keeps_hostile_log_text_inert(tmp_path):
+    """A model name with a pipe, an HTML tag and a backtick, and an error line holding `<script>` and
+    a ``` fence: rendered as GitHub would (CommonMark with raw HTML allowed, GFM tables), no tag
+    comes through, the deployment table keeps its two columns, the heading names the model, and the
+    evidence block is not closed early by the fence inside it."""
+    import re
+    from markdown_it import MarkdownIt
+    evil = "evil|col</td><img src=x onerror=alert(1)>`x"
+    log = tmp_path / "evil.log"
+    log.write_text(
+        "INFO 10-11 06:51:31 [api_server.py:1] vLLM API server version 0.8.2\n"
+        f"INFO 10-11 06:51:31 [cli_args.py:1] non-default args: {{'model': '{evil}', 'tensor_parallel_size': 4}}\n"
+        "ERROR 10-11 06:51:40 [core.py:1] EngineCore failed to start. ``` <script>alert(2)</script> </details>\n",
+        encoding="utf-8")
+    p = subprocess.run([sys.executable, "-m", "diagnose", "--format", "markdown", str(log)], capture_output=True,
+                       env=env(), timeout=120)
+    md = p.stdout.decode()
+    assert p.returncode in (0, 1), p.stderr.decode()
+    out = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
+    for tag in ("<img", "<script", "</td><img"):
+        assert tag not in out, f"{tag} came through:\n{out[:3000]}"
+    heading = md.splitlines()[0]
+    assert heading.startswith("# diagnose:") and "evil" in heading and "onerror" in heading
+    rows = [x for x in md.splitlines() if x.startswith("| model |")]
+    assert len(rows) == 1
+    cells = re.split(r"(?<!\\)\|", rows[0].strip().strip("|"))
+    assert len(cells) == 2, rows[0]
+    assert "EngineCore failed to start." in md and "<details><summary>Evidence</summary>" in md
+    # the evidence block holds the whole line: its fence is longer than the ``` inside
+    block = md.split("<details><summary>Evidence</summary>", 1)[1]
+    fence = re.search(r"^(`{3,})\s*$", block, re.M).group(1)
+    assert len(fence) >= 4 and "alert(2)" in block.split(fence)[1], block[:500]
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_an_endless_binary_device_ends_with_one_line(device):
+    """`diagnose /dev/zero` read until it was killed: a device whose first block is binary is no
+    log, and may never end: exit 2 naming it, within seconds."""
+    import time
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "diagnose", device], capture_output=True, env=env(), timeout=30)
+    assert time.monotonic() - t0 < 10
+    one_line_error(p, device, "binary")
+
+
+def test_binary_on_stdin_ends_with_one_line():
+    p = subprocess.run([sys.executable, "-m", "diagnose", "-"], input=os.urandom(200_000) + b"\x00" * 10,
+                       capture_output=True, env=env(), timeout=30)
+    one_line_error(p, "<stdin>", "binary")

@@ -60,8 +60,8 @@ def capacity_cmd(
 ) -> None:
     if not model and not model_config:
         _die("capacity: give --model NAME or --model-config config.json")
-    if not gpu:
-        _die("capacity: give --gpu NAME (e.g. H100, A100 80GB, GB10)")
+    if not gpu and kv_memory is None:
+        _die("capacity: give --gpu NAME (e.g. H100, A100 80GB, GB10), or --kv-memory GIB for the KV arithmetic alone")
     if context is None:
         _die("capacity: give --context TOKENS (e.g. --context 40000)")
     try:
@@ -93,10 +93,10 @@ def _render(facts, gpu_name, tp, pp, dp, context, r) -> None:
 
     from diagnose.signals.boards import lookup as board_lookup
 
-    board = board_lookup(gpu_name) or {}
+    board = (board_lookup(gpu_name) if gpu_name else None) or {}
     c = Console(highlight=False, emoji=False, soft_wrap=True)
     n_gpus = tp * pp * dp
-    c.print(f"Capacity: {facts.name} on {n_gpus} x {board.get('name', gpu_name)} "
+    c.print(f"Capacity: {facts.name} on {n_gpus} x {board.get('name', gpu_name or 'GPU (not named)')} "
             f"(TP={tp}, PP={pp}, DP={dp}), context {context:,} tokens")
     c.print(f"model facts: {facts.source}")
     t = Table(show_header=True, header_style="bold")
@@ -114,8 +114,10 @@ def _render(facts, gpu_name, tp, pp, dp, context, r) -> None:
         ("optimal concurrency (stable - exploratory)", f"{stable} - {explore}"),
         ("decode bound, one sequence", f"{dec:.3g} tok/s" if dec is not None else "unknown"),
         ("prefill bound", f"{pre:,.0f} tok/s" if pre is not None else "unknown"),
-        ("fits", "yes" if r["fits"] else "NO"),
+        ("fits", "unknown" if r["fits"] is None else "yes" if r["fits"] else "NO"),
     ]
+    if not gpu_name:        # the KV arithmetic alone
+        rows = [x for x in rows if not x[0].startswith(("decode bound", "prefill bound"))]
     for k, v in rows:
         t.add_row(k, v)
     c.print(t)

@@ -1,6 +1,6 @@
 """Capacity and roofline arithmetic: KV cache per token / sequence / GPU, how many sequences fit,
-weights per GPU, and upper bounds on decode and prefill speed (seed 000's formulas, extended to
-MLA, sliding windows, MoE, tensor / pipeline parallelism and the link between GPUs)."""
+weights per GPU, and upper bounds on decode and prefill speed (the standard KV and roofline
+arithmetic, extended to MLA, sliding windows, MoE, tensor / pipeline parallelism and the link between GPUs)."""
 from __future__ import annotations
 
 import math as _m
@@ -27,7 +27,7 @@ BANDWIDTH_EFFICIENCY = 0.8   # share of peak memory bandwidth decode kernels rea
 COMPUTE_EFFICIENCY = 0.6     # share of dense tensor-core peak a long prefill reaches (MFU)
 RESERVE_FRACTION = 0.05      # activation / CUDA-graph reserve: 5 % of GPU memory …
 RESERVE_MIN_GIB = 1.5        # … or 1.5 GiB, whichever is larger
-LONG_CONTEXT = 8192          # from here on seed 000's 2R / 4R prefill-bound optimum applies
+LONG_CONTEXT = 8192          # from here on long prefills contend: 2 to 4 concurrent per replica is optimal
 ACT_BYTES = 2                # activations exchanged between ranks: bf16 / fp16
 
 
@@ -53,8 +53,8 @@ def kv_dtype_for(model: ModelFacts, kv_dtype: str | None) -> str:
 
 
 def kv_bytes_per_token_per_layer(model: ModelFacts, kv_bytes: float) -> float:
-    """Whole model, one layer: GQA/MQA 2 x kv_heads x head_dim x b (= seed 000's 2 x (H x r) x b when
-    head_dim = H / heads); MLA one latent (kv_lora_rank + rope dims) x b, no factor 2."""
+    """Whole model, one layer: GQA/MQA 2 x kv_heads x head_dim x b (= 2 x (H x r) x b with r = kv_heads / heads
+    when head_dim = H / heads); MLA one latent (kv_lora_rank + rope dims) x b, no factor 2."""
     if model.is_mla:
         return (model.mla_kv_lora_rank + (model.mla_rope_head_dim or 0)) * kv_bytes
     return 2 * model.num_kv_heads * model.head_dim * kv_bytes
@@ -88,7 +88,10 @@ def capacity(model, gpu, tp: int = 1, pp: int = 1, dp: int = 1, context: int = 4
     decode_tokens_per_s_per_sequence_bound, prefill_tokens_per_s_bound, fits, warnings, assumptions."""
     if isinstance(model, str):
         model = resolve(name=model)
-    if isinstance(gpu, str) or gpu is None:
+    no_board = gpu is None and kv_memory_gib is not None
+    if no_board:            # the KV arithmetic needs no board; the speed bounds and the fit do
+        gpu = {}
+    elif isinstance(gpu, str) or gpu is None:
         from diagnose.signals.boards import lookup as board_lookup
         name = gpu
         gpu = board_lookup(gpu)
@@ -169,7 +172,7 @@ def capacity(model, gpu, tp: int = 1, pp: int = 1, dp: int = 1, context: int = 4
     if kv_memory_gib is not None:
         budget = kv_memory_gib * GIB
         assumptions.append(f"KV budget per GPU: {kv_memory_gib:g} GiB (--kv-memory)")
-        if weights_gpu is not None and weights_gpu + budget > mem:
+        if weights_gpu is not None and weights_gpu + budget > mem and not no_board:
             warnings.append(f"weights ({weights_gpu / GIB:.1f} GiB per GPU) plus the --kv-memory budget "
                             f"({kv_memory_gib:g} GiB) exceed the GPU's {mem / GIB:g} GiB")
     elif weights_gpu is None:
@@ -185,8 +188,11 @@ def capacity(model, gpu, tp: int = 1, pp: int = 1, dp: int = 1, context: int = 4
         assumptions.append(f"{gpu.get('name')}: unified memory shared with the CPU and OS; the GPU usually sees "
                            "a few GiB less than the nominal size")
     max_seq = max(0.0, budget / kv_seq_gpu) if kv_seq_gpu else 0.0
-    weights_fit = weights_gpu is None or (
+    weights_fit = weights_gpu is None or no_board or (
         weights_gpu <= mem if kv_memory_gib is not None else weights_gpu + reserve <= mem * gpu_memory_utilization)
+    if no_board:
+        assumptions.append("no --gpu: the KV arithmetic only; whether the weights fit and the decode / prefill "
+                           "speed bounds need the board (--gpu NAME adds them)")
     if not weights_fit:
         warnings.append(f"the model does not fit: weights need {weights_gpu / GIB:.1f} GiB per GPU "
                         f"(TP={tp} x PP={pp}), the GPU has {mem / GIB:g} GiB"
@@ -258,7 +264,7 @@ def capacity(model, gpu, tp: int = 1, pp: int = 1, dp: int = 1, context: int = 4
         stable, explore = min(2 * dp, mem_total), min(4 * dp, mem_total)
         assumptions.append(f"optimal concurrency for long contexts (>= {LONG_CONTEXT:,} tokens): 2 x replicas "
                            f"(stable) to 4 x replicas (exploratory), capped by the memory bound {mem_total} "
-                           "(seed 000: beyond 4 x replicas long prefills only slow each other down)")
+                           "(each long prefill holds the GPU for its whole length: beyond 4 x replicas they only slow each other down)")
     else:
         ridge = None
         if bw > 0 and flops > 0:
@@ -279,7 +285,7 @@ def capacity(model, gpu, tp: int = 1, pp: int = 1, dp: int = 1, context: int = 4
         "optimal_concurrency": [int(stable), int(explore)],
         "decode_tokens_per_s_per_sequence_bound": round(decode, 3) if decode is not None else None,
         "prefill_tokens_per_s_bound": round(prefill, 1) if prefill is not None else None,
-        "fits": bool(fits),
+        "fits": None if no_board else bool(fits),        # unknown without the board
         "warnings": warnings,
         "assumptions": assumptions,
     }

@@ -2,11 +2,33 @@
 evidence folded in <details>, and the corrected launch command as a code block."""
 from __future__ import annotations
 
+import re
+
 from .common import evidence_line, fix_lines, sparkline, summary_rows, window_rows, TIMELINE
 
 
-def _cell(s: str) -> str:
-    return str(s).replace("|", "\\|").replace("\n", " ")
+def _cell(s) -> str:
+    """Text from a log outside code: HTML inert, no table break, one line (headings, list items,
+    table cells). Backticks stay: rule texts mark flags with them."""
+    # `<` is what opens a tag: escaped, no HTML can form; `>` and `&` read better left as they are.
+    return str(s).replace("<", "&lt;").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def _code(s) -> str:
+    """An inline code span that holds any text: fenced with a backtick run longer than any inside
+    (CommonMark), padded when the text starts or ends with one, and `|` escaped for GFM tables."""
+    s = str(s).replace("\r", " ").replace("\n", " ").replace("|", "\\|")
+    run = max((len(m) for m in re.findall(r"`+", s)), default=0)
+    fence = "`" * (run + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def _fence(lines: list[str], info: str = "") -> list[str]:
+    """A fenced block no line inside can close: the fence is longer than any backtick run."""
+    run = max((len(m) for x in lines for m in re.findall(r"`{3,}", x)), default=0)
+    fence = "`" * max(3, run + 1)
+    return [fence + info, *lines, fence]
 
 
 def render(data: dict, timeline: dict | None = None) -> str:
@@ -17,25 +39,25 @@ def render(data: dict, timeline: dict | None = None) -> str:
     if data.get("instance") == "fleet":
         title = f"# diagnose: fleet of {len(v.get('ranking') or [])} replicas — {len(findings)} fleet finding(s)"
     elif data.get("instance"):
-        title = f"# diagnose: replica {data['instance']} — {len(findings)} finding(s) for {model}"
+        title = f"# diagnose: replica {_cell(data['instance'])} — {len(findings)} finding(s) for {_cell(model)}"
     else:
-        title = f"# diagnose: {len(findings)} finding(s) for {model} ({dep.get('engine') or 'unknown engine'})"
+        title = f"# diagnose: {len(findings)} finding(s) for {_cell(model)} ({_cell(dep.get('engine') or 'unknown engine')})"
     out = [title, ""]
     also = f" (also: {', '.join(v.get('also') or [])})" if v.get("also") else ""
     out.append(f"**Bottleneck verdict: `{v.get('bottleneck')}`**{also}")
-    out += [f"- {s}" for s in v.get("signals", [])]
+    out += [f"- {_cell(s)}" for s in v.get("signals", [])]
     if v.get("window"):
         out.append(f"- {_cell(v['window'])}")
     if v.get("ranking"):
-        out.append(f"- replicas, worst first: {', '.join(f'`{r}`' for r in v['ranking'])}")
+        out.append(f"- replicas, worst first: {', '.join(_code(r) for r in v['ranking'])}")
     out.append("")
-    input_notes = [f"- `{i['path']}`: {_cell(e)}" for i in data["inputs"] for e in i.get("errors") or []]
+    input_notes = [f"- {_code(i['path'])}: {_cell(e)}" for i in data["inputs"] for e in i.get("errors") or []]
     if input_notes:                 # what the verdict rests on: `partial data (--partial): …`, a widened step
         out += ["## Notes on the inputs", ""] + input_notes + [""]
     rows = summary_rows(dep)
     if rows:
         out += ["## Deployment", "", "| setting | value |", "|---|---|"]
-        out += [f"| {_cell(k)} | `{_cell(val)}` |" for k, val in rows]
+        out += [f"| {_cell(k)} | {_code(val)} |" for k, val in rows]
         out.append("")
     rows = window_rows(data.get("signals"))
     if rows:
@@ -45,34 +67,34 @@ def render(data: dict, timeline: dict | None = None) -> str:
     if findings:
         out += ["## Findings", "", "| # | severity | rule | what is wrong | fix |", "|---|---|---|---|---|"]
         for i, f in enumerate(findings, 1):
-            fx = ", ".join(f"`{x}`" for x in fix_lines(f["fix"])) or _cell(f["fix"].get("note") or f["fix_title"])
+            fx = ", ".join(_code(x) for x in fix_lines(f["fix"])) or _cell(f["fix"].get("note") or f["fix_title"])
             out.append(f"| {i} | {f['severity']} | `{f['id']}` | {_cell(f['title'])} | {fx} |")
         out.append("")
         for i, f in enumerate(findings, 1):
-            out.append(f"### {i}. `{f['id']}` — {f['title']}")
+            out.append(f"### {i}. `{f['id']}` — {_cell(f['title'])}")
             out.append("")
-            out.append(f"**{f['fix_title']}.** Severity {f['severity']}, confidence {f['confidence']}.")
+            out.append(f"**{_cell(f['fix_title'])}.** Severity {f['severity']}, confidence {f['confidence']}.")
             if f["impact"]:
-                out.append(f"Impact: {f['impact']}")
+                out.append(f"Impact: {_cell(f['impact'])}")
             if f["fix"].get("note"):
-                out.append(f"Note: {f['fix']['note']}")
+                out.append(f"Note: {_cell(f['fix']['note'])}")
             if f["fix_risk"]:
-                out.append(f"Fix risk: {f['fix_risk']}")
-            out += ["", "<details><summary>Evidence</summary>", "", "```"]
-            out += [evidence_line(e) for e in f["evidence"]] or ["(derived from the signals above)"]
-            out += ["```", "", "</details>", ""]
+                out.append(f"Fix risk: {_cell(f['fix_risk'])}")
+            out += ["", "<details><summary>Evidence</summary>", ""]
+            out += _fence([evidence_line(e) for e in f["evidence"]] or ["(derived from the signals above)"])
+            out += ["", "</details>", ""]
     else:
         out += ["No findings.", ""]
     fix = data.get("fix")
     if fix and fix.get("command"):
-        out += ["## Corrected launch command", "", "```bash", fix["command"], "```", ""]
+        out += ["## Corrected launch command", ""] + _fence(fix["command"].split("\n"), "bash") + [""]
     if timeline:
         out += ["## Timeline", "", "```"]
         out += [f"{label:>13} {sparkline(timeline.get(key, []))}" for key, label in TIMELINE if timeline.get(key)]
         out += ["```", ""]
     notes = []
     for i in data["inputs"]:
-        notes.append(f"`{i['path']}`: {i['lines']} lines, {i['recognised_lines']} recognised, "
+        notes.append(f"{_code(i['path'])}: {i['lines']} lines, {i['recognised_lines']} recognised, "
                      f"{i['unrecognised_lines']} not recognised" + (f", {i['unreadable_lines']} unreadable" if i["unreadable_lines"] else ""))
     out += ["<sub>" + "; ".join(notes) + f" · {len(data['not_applicable'])} rule(s) not applicable · diagnose {data['tool']['version']}</sub>", ""]
     return "\n".join(out)
@@ -82,7 +104,7 @@ def render_comparison(c: dict) -> str:
     out = ["", "## Compared with the baseline", ""]
     if c["config_changes"]:
         out += ["**Configuration changes** (these usually explain the rest):", "", "| setting | before | after |", "|---|---|---|"]
-        out += [f"| {_cell(x['key'])} | `{_cell(x['before'])}` | `{_cell(x['after'])}` |" for x in c["config_changes"]]
+        out += [f"| {_cell(x['key'])} | {_code(x['before'])} | {_code(x['after'])} |" for x in c["config_changes"]]
         out.append("")
     out.append(f"Findings — fixed: {', '.join(f'`{i}`' for i in c['fixed']) or 'none'}; "
                f"new: {', '.join(f'`{i}`' for i in c['new']) or 'none'}; unchanged: {', '.join(f'`{i}`' for i in c['unchanged']) or 'none'}.")

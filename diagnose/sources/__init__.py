@@ -158,9 +158,25 @@ def _load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False
             started.close()     # done with; or started ahead for a file now read another way
 
 
+def _endless_binary(inp: Input, first: bytes) -> bool:
+    """A device, FIFO or stdin whose first block is binary (`/dev/zero`, `/dev/urandom`, a pipe of
+    a core dump): it may never end, and it is no log. A regular file is read to its end and
+    judged by the line scanner, which counts what it cannot read."""
+    if b"\x00" not in first[:8192]:
+        return False
+    try:
+        mode = os.fstat(0).st_mode if inp.path == "-" else os.stat(inp.path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode)
+
+
 def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, started) -> InputInfo:
     blocks = inp.blocks()
     first = next(blocks, b"")
+    if _endless_binary(inp, first):
+        blocks.close()
+        raise InputError(f"{inp.display}: binary data from a device or stream, not a text log (not read further)")
     head = _sniff_head(first)
     prom_kind = sniff_prometheus(head) if first else None
     if prom_kind:

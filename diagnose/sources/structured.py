@@ -1,5 +1,5 @@
 """Whole-file inputs recognised by content: JSON (trtllm-serve `/metrics` IterationStats arrays,
-LLM API options) and YAML (`extra_llm_api_options`, SKU profiles as in seed 001)."""
+LLM API options) and YAML (`extra_llm_api_options`, per-SKU profiles)."""
 from __future__ import annotations
 
 import json
@@ -144,7 +144,7 @@ def _config(obj: dict, text: str, source: str, ev: Evidence) -> int:
     """Map known keys to facts; returns how many settings were recognised."""
     flat = _flatten(obj)
     n = 0
-    # A per-SKU profile (seed 001) names its GPU in the section key: `jetson_thor:`, `rtx_4000_pro:`.
+    # A per-SKU profile names its GPU in the section key: `jetson_thor:`, `rtx_4000_pro:`.
     skus = [k for k, v in obj.items() if isinstance(v, dict) and SKU.search(str(k))]
     if len(skus) == 1:
         line = _line_of_key(text, skus[0])
