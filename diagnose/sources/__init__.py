@@ -367,8 +367,8 @@ def _counted(blocks, advance):
 
 def _blank_unreadable(data: bytes) -> tuple[bytes, int]:
     """Scrapes and GPU samples are read whole: a line with NUL bytes or invalid UTF-8 is emptied
-    (line numbers hold) and counted, as the log scanner skips and counts it. Before, such lines
-    were parsed with U+FFFD in them and never counted."""
+    (line numbers hold) and counted, as the log scanner skips and counts it: parsed, they would
+    carry U+FFFD into values and go uncounted."""
     if b"\x00" not in data:
         try:
             data.decode("utf-8")

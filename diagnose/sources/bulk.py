@@ -37,7 +37,7 @@ KEYWORDS = "|".join(re.escape(k) for k in GREP_KEYWORDS)
 # Rows handed to Python at a time. Only short columns travel for access and request rows, but a
 # keyword line keeps its text: this bounds memory on a log made of long keyword lines.
 BATCH_ROWS = 20_000
-# Flat memory (issue 8: peak RSS <= 256 MB at any size). polars reads CSV in chunks and prefetches
+# Flat memory (peak RSS <= 256 MB at any size). polars reads CSV in chunks and prefetches
 # several, and its allocator (jemalloc) keeps freed pages for 10 s: with the defaults a 1 GB log
 # peaks near 400 MB. Small chunks, one in flight, and freed pages returned within 50 ms by
 # jemalloc's background thread keep the peak near 250 MB at no cost in speed (bench/run.py).
