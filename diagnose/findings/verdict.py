@@ -57,8 +57,10 @@ def decide(values: dict, findings: list) -> dict:
         return out("unknown", ["no running/waiting requests, throughput or latency in these series: whether it "
                                "served at all is unknown (not idle)"], "none")
     if v.get("too_few_samples") and (v.get("busy_running_max") or 0) <= 1 and not v.get("busy_waiting_max") and not failed:
-        return out("idle", [f"{v.get('idle_samples')} idle stats samples; only {v.get('busy_samples')} with any work "
-                            f"(at most {fmt(v.get('busy_running_max'))} running, none waiting): a test request or two"])
+        busy = (f"at most {fmt(v.get('busy_running_max'))} running, none waiting")
+        return out("idle", [(f"{v.get('idle_samples')} idle stats samples; only {v.get('busy_samples')} with any work ({busy})"
+                             if v.get("idle_samples") else f"only {v.get('busy_samples')} stats sample(s), {busy}")
+                            + ": a test request or two"])
     if v.get("too_few_samples"):
         return out("unknown", [f"only {v.get('steady_samples')} busy stats sample(s): too few to judge a steady state"])
     if v.get("all_idle"):
