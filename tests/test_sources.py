@@ -127,3 +127,15 @@ def test_fp8_weights_are_one_byte_a_parameter_whatever_the_method_is_called():
     v = analyze([str(FIXTURES / "real" / "vllm-dawnboy-r1-32b-fp8-conc101.log")]).signals.values
     assert (v["model_params_b"], v["bytes_per_param"]) == (32.0, 1.0)
     assert 28 <= v["weights_gib_replica"] <= 34
+
+
+def test_v0_worker_pids_give_the_ranks_when_the_args_are_missing():
+    """An excerpt of a V0 start-up (vllm-project/vllm#7593, Gemma-2-9B on 8×L4): only per-worker
+    `(VllmWorkerProcess pid=…)` lines, each loading 2.35 GB. Six worker pids and the driver are at
+    least 7 ranks, 8 as TP sizes go: the model is ~18.8 GB of weights (a 9-10 B model), not a 1.3 B
+    one read from one rank's share, and it is a V0 engine (no --data-parallel-size to advise)."""
+    d = json.loads(run_cli("--format", "json", FIXTURES / "samples" / "vllm" / "vllm-issue-7593.log").stdout)
+    dep = d["deployment"]
+    assert dep["tensor_parallel_size"] == 8 and 8 <= dep["model_params_b"] <= 11, dep
+    f = next(f for f in d["findings"] if f["id"] == "over-parallelized-replicas")
+    assert "--data-parallel-size" not in f["fix"]["flags"]["set"] and "load balancer" in f["fix"]["note"]

@@ -72,6 +72,7 @@ SPEC_COUNTS = re.compile(r"SpecDecoding metrics: .*?Accepted: (?P<a>\d+) tokens,
 FREE_MEM = re.compile(r"Free memory on device (?:\S+ )?\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup")
 PLATFORM = re.compile(r"Automatically detected platform (?P<p>\w+)")
 REQUEST = re.compile(r"^(?:Received|Added|Finished|Aborted) request")
+V0_WORKER_PID = re.compile(r"\(VllmWorkerProcess pid=(\d+)\)")
 WORKER_TP = re.compile(r"^Worker(?:_\w+?)?_TP(\d+)\b")
 WORKER_PP = re.compile(r"^Worker_PP(\d+)")
 
@@ -113,6 +114,7 @@ class VllmParser:
         # convention), and within it the smallest any worker reported (the cache is sized by it).
         self.later_launch = False
         self.procs_seen: set = set()
+        self.v0_pids: set = set()
 
     def _worker_name(self, line: Line, ev: Evidence) -> None:
         """`(Worker_TP3 pid=…)`, `(Worker_PP1_TP0 …)`: the process names give TP and PP when the
@@ -126,11 +128,34 @@ class VllmParser:
             if f is None or (f.text or "").startswith(("(vLLM default", "(from the worker")) and (f.value or 1) < size:
                 ev.set_fact(key, size, line.source, line.lineno, f"(from the worker process name {line.proc})")
 
+    def _v0_worker(self, line: Line, ev: Evidence) -> None:
+        """V0's multiprocessing workers carry only their pid: the driver plus one process per other
+        rank, so N distinct worker pids mean N + 1 ranks (TP x PP: TP unless PP is stated). Used
+        only where the log states no TP itself."""
+        m = V0_WORKER_PID.match(line.raw.lstrip("\x1b[0123456789;m"))
+        if not m or m.group(1) in self.v0_pids or self.later_launch:
+            return
+        self.v0_pids.add(m.group(1))
+        ev.set_fact("v1_engine", False, line.source, line.lineno, "(VllmWorkerProcess: V0's multiprocessing workers)",
+                    override=False)
+        seen = len(self.v0_pids) + 1
+        # An excerpt may miss a worker: TP sizes are powers of two, so at least 7 ranks seen is 8.
+        ranks = 1 << (seen - 1).bit_length()
+        f = ev.facts.get("tensor_parallel_size")
+        mine = (f.text or "").startswith(("(vLLM default", "(from ")) if f is not None else True
+        if f is None or mine and ((f.value or 1) < ranks or (f.text or "").startswith("(from ") and f.value == ranks):
+            pp = ev.fact("pipeline_parallel_size") or 1
+            ev.set_fact("tensor_parallel_size", max(1, ranks // pp), line.source, line.lineno,
+                        f"(from {seen - 1} VllmWorkerProcess pids and the driver: at least {seen} ranks, "
+                        f"{ranks} as TP sizes go)")
+
     def feed(self, line: Line, ev: Evidence, when) -> bool:
         msg = line.msg
         src, n = line.source, line.lineno
         if line.proc and line.proc not in self.procs_seen:
             self._worker_name(line, ev)
+        if line.proc == "VllmWorkerProcess":
+            self._v0_worker(line, ev)
         c = msg[:1]
         if "throughput:" in msg:
             m = STATS.match(msg)
