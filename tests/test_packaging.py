@@ -110,7 +110,9 @@ def test_sdist_holds_what_its_tests_need_and_they_pass(tmp_path):
                  "rules", "diagnose/sources/native/scan.c", "scripts/bootstrap"):
         assert (top / need).exists(), f"the sdist lacks {need}"
     env = dict(os.environ, PYTHONPATH=str(top))
+    # A sample of the suite: the rule files (the catalogue's completeness check, 15 s, runs in the
+    # main suite) and the seed scenarios end to end.
     q = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_rule_files.py",
-                        "tests/test_seeds.py", "tests/test_samples.py"], capture_output=True, cwd=top, env=env,
+                        "tests/test_seeds.py", "-k", "not catalogued"], capture_output=True, cwd=top, env=env,
                        timeout=600)
     assert q.returncode == 0, q.stdout.decode()[-3000:]
