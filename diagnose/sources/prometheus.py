@@ -622,15 +622,20 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
             except Exception:             # the series above still stand; this figure stays unknown
                 return []
 
+        def window_ratio(num: str, den: str, key: str, scale: float = 1) -> None:
+            """One counter's increase over the window divided by another's, per instance: a
+            histogram's mean (sum / count), a hit rate, a prompt length."""
+            for series in instant(f"sum by ({by}) (increase({sel_for(num)}[{whole}])) / "
+                                  f"sum by ({by}) (increase({sel_for(den)}[{whole}])) * {scale}"):
+                inst, val = instance_of(series.get("metric", {})) or "all", _finite((series.get("value") or [None, None])[1])
+                if inst in fetched and val is not None:
+                    fetched[inst].values[f"window_{key}"] = [val]
+
         for fam, kind in {**HISTOGRAMS, **STAGE_HISTOGRAMS}.items():
             if fam + "_bucket" not in names or not fetched:
                 continue
             if fam + "_sum" in names and fam + "_count" in names:
-                for series in instant(f"sum by ({by}) (increase({sel_for(fam + '_sum')}[{whole}])) / "
-                                      f"sum by ({by}) (increase({sel_for(fam + '_count')}[{whole}]))"):
-                    inst, val = instance_of(series.get("metric", {})) or "all", _finite((series.get("value") or [None, None])[1])
-                    if inst in fetched and val is not None:
-                        fetched[inst].values[f"window_{kind}_mean"] = [val]
+                window_ratio(fam + "_sum", fam + "_count", f"{kind}_mean")
             # One query for the buckets' increase; the three quantiles are read off it here.
             result = instant(f"sum by (le, {by}) (increase({sel_for(fam + '_bucket')}[{whole}]))")
             per_inst: dict[str, list] = {}
@@ -659,11 +664,7 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
         # mean of per-step ratios: a quiet step weighs what it asked).
         for (num, den), (col, scale) in RATIOS.items():
             if num in names and den in names and fetched:
-                for series in instant(f"sum by ({by}) (increase({sel_for(num)}[{whole}])) / "
-                                      f"sum by ({by}) (increase({sel_for(den)}[{whole}])) * {scale}"):
-                    inst, val = instance_of(series.get("metric", {})) or "all", _finite((series.get("value") or [None, None])[1])
-                    if inst in fetched and val is not None:
-                        fetched[inst].values[f"window_{col}"] = [val]
+                window_ratio(num, den, col, scale)
     except PromError:
         if partial and fetched:
             notes.append("partial data (--partial): the server failed part-way; the report uses what was fetched")
