@@ -1,19 +1,18 @@
-"""Where diagnose keeps what it builds or parses between runs: the C scanner's library
-(sources/native) and the parsed rule files (engine/rules).
+"""Where diagnose keeps what it parses between runs: the parsed rule files (engine/rules). (The C
+scanner is built at install, beside its source: nothing is compiled into this cache.)
 
 The directory is $XDG_CACHE_HOME/diagnose when XDG_CACHE_HOME is an absolute path, else
 ~/.cache/diagnose: the XDG Base Directory spec says a relative path there is invalid and must be
 ignored (it would make the cache depend on the directory diagnose was started from).
 
 What is read back from it must be this user's alone: a file or directory owned by someone else,
-or writable by group or others, could have been replaced by someone else (a shared library is
-code that runs). `private()` says whether a stat result passes. Only os and stat: this module is
+or writable by group or others, could have been replaced by someone else (a forged rule changes
+the advice). `private()` says whether a stat result passes. Only os and stat: this module is
 on every run's path (the rules cache)."""
 from __future__ import annotations
 
 import os
 import stat
-import time
 from pathlib import Path
 
 
@@ -54,13 +53,3 @@ def private_file(p: Path) -> bool:
         return False
     return stat.S_ISREG(st.st_mode) and private(st) and private_dir(p.parent, create=False)
 
-
-def mark_used(p: Path, every_s: float = 86400.0) -> None:
-    """Record a use of `p` in its modification time, which is what old entries are removed by (the
-    access time is not kept on most mounts: noatime, relatime). At most once a day per file:
-    a cache read on every run should not write on every run."""
-    try:
-        if os.stat(p).st_mtime < time.time() - every_s:
-            os.utime(p)
-    except OSError:
-        pass

@@ -18,10 +18,37 @@ FIXTURES = ROOT / "fixtures"
 SAMPLES_DIR = FIXTURES / "samples"
 
 # One temporary folder for the whole session, removed at its end: the tests' scratch files and a
-# private XDG_CACHE_HOME (compiled scanner, parsed rules), so that a test run neither reads nor
+# private XDG_CACHE_HOME (parsed rules), so that a test run neither reads nor
 # leaves anything in the real ~/.cache. Set before any test imports diagnose or starts it.
 TEST_TMP = Path(tempfile.mkdtemp(prefix="diagnose-tests-"))
 os.environ["XDG_CACHE_HOME"] = str(TEST_TMP / "cache")
+
+
+def _native_library_in_the_checkout() -> None:
+    """The tests import diagnose from this checkout: its C scanner is built here when missing, or
+    older than scan.c (an edit), as `pip install -e .` would. Where no compiler works, the C
+    scanner's tests skip and say why; diagnose itself never compiles at run time."""
+    from diagnose.sources.native import build
+    lib = build.LIBRARY
+    # the key of the scan.c it was built from is a string in the file (read, not loaded: a library
+    # loaded here would stay the process's one after a rebuild)
+    if lib.exists() and build.source_key(build.SOURCE.read_bytes()).encode() in lib.read_bytes():
+        return
+    try:
+        build.build()
+    except build.BuildError:
+        pass
+
+
+_native_library_in_the_checkout()
+
+# The tests start diagnose as a user does, hundreds of times. Where the environment forbids
+# bytecode (PYTHONDONTWRITEBYTECODE, set by some containers), each start would compile ~100
+# modules first, which no installed copy does (pip writes the bytecode at install): compiled once
+# here, and the child processes may use it.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+    import compileall
+    compileall.compile_dir(str(ROOT / "diagnose"), quiet=2)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -59,6 +86,30 @@ def bulk_engine(request, monkeypatch):
         pytest.skip(f"C scanner not available here: {native.why_not}")
     monkeypatch.setattr(bulk, "USE_NATIVE", request.param == "native")
     return request.param
+
+
+def on_a_terminal(cmd: list, env: dict, cwd: Path = ROOT) -> tuple[int, str]:
+    """Run a command with stderr on a pseudo-terminal: (exit code, what the terminal got)."""
+    import pty
+    import select
+    master, slave = pty.openpty()
+    p = subprocess.Popen([str(c) for c in cmd], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    seen = b""
+    while True:
+        r, _, _ = select.select([master], [], [], 120)
+        if not r:
+            break
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:         # the child closed the terminal
+            chunk = b""
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    return p.wait(timeout=120), seen.decode("utf-8", "replace")
 
 
 def engine_env(engine: str) -> dict:

@@ -1,5 +1,6 @@
-"""The C scanner (diagnose/sources/native): lines at the edges of what it decides itself, how it is
-built and cached, and what happens without a C compiler."""
+"""The C scanner (diagnose/sources/native): lines at the edges of what it decides itself, and what
+it takes to be used (built from this scan.c, its structures as Python mirrors them). How it is
+built at install, and an install without a compiler: tests/test_packaging.py."""
 from __future__ import annotations
 
 import json
@@ -139,60 +140,58 @@ def _run(args, env, cwd=ROOT):
     return subprocess.run([sys.executable, *args], env=env, cwd=cwd, capture_output=True, timeout=300)
 
 
-def test_the_c_scanner_is_built_once_into_the_cache(tmp_path):
+def test_nothing_is_compiled_or_written_when_diagnose_runs(tmp_path):
+    """The library is built at install: a run that reads a big log with it calls no compiler (CC
+    is a script that would leave a mark) and writes nothing in the cache."""
+    _native_or_skip()
+    mark = tmp_path / "compiler-was-called"
+    cc = tmp_path / "cc"
+    cc.write_text(f"#!/bin/sh\ntouch {mark}\nexit 1\n")
+    cc.chmod(0o755)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path / "cache"), CC=str(cc),
+               PATH=f"{tmp_path}:{os.environ.get('PATH', '')}", NO_COLOR="1")
+    p = _run(["-m", "diagnose.sources.native"], env)
+    assert p.stdout.decode().startswith("C scanner: /"), p.stdout.decode() + p.stderr.decode()
+    big = _file(tmp_path, EDGE_LINES, "edges.log")
+    r = _run(["-m", "diagnose", "--format", "json", str(big)], dict(env, DIAGNOSE_BULK_MIN_BYTES="0"))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr.decode()
+    assert not mark.exists()
+    assert not [f for f in (tmp_path / "cache").rglob("*") if f.suffix == ".so"]
+
+
+@pytest.fixture
+def fresh_load(monkeypatch):
+    """load() as a new run would do it, with this module's state restored afterwards."""
     from diagnose.sources import native
-    if native.load() is None:
-        pytest.skip(f"C scanner not available here: {native.why_not}")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path))
-    p = _run(["-m", "diagnose.sources.native"], env)
-    out = p.stdout.decode()
-    assert p.returncode == 0 and out.startswith("C scanner: ") and str(tmp_path) in out, out + p.stderr.decode()
-    lib = out.split(": ", 1)[1].strip()
-    first = os.stat(lib).st_mtime_ns
-    assert _run(["-m", "diagnose.sources.native"], env).stdout.decode() == out
-    assert os.stat(lib).st_mtime_ns == first          # loaded, not rebuilt
+    monkeypatch.setattr(native, "_state", {})
+    monkeypatch.setattr(native, "why_not", None)
+    return native
 
 
-def test_a_build_removes_libraries_of_other_versions_long_unused(tmp_path):
-    from diagnose.sources import native
-    if native.load() is None:
-        pytest.skip(f"C scanner not available here: {native.why_not}")
-    cache = tmp_path / "diagnose"
-    cache.mkdir()
-    stale, recent, other = cache / "scan-0000000000000001.so", cache / "scan-0000000000000002.so", cache / "notes.txt"
-    for f in (stale, recent, other):
-        f.write_bytes(b"x")
-    long_ago = os.stat(stale).st_mtime - (native.STALE_DAYS + 1) * 86400
-    os.utime(stale, (long_ago, long_ago))
-    os.utime(other, (long_ago, long_ago))
-    env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path))
-    out = _run(["-m", "diagnose.sources.native"], env).stdout.decode()
-    assert out.startswith("C scanner: ") and str(cache) in out, out
-    assert not stale.exists() and recent.exists() and other.exists()
+def test_a_library_built_from_another_scan_c_is_not_used(tmp_path, monkeypatch, fresh_load):
+    """An edited scan.c in a checkout: the old library would scan with old code, so it is refused
+    and the message says how to build it again."""
+    _native_or_skip()
+    fresh_load._state.clear()
+    edited = tmp_path / "scan.c"
+    edited.write_bytes(fresh_load.SOURCE.read_bytes() + b"/* an edit */\n")
+    monkeypatch.setattr(fresh_load, "SOURCE", edited)
+    assert fresh_load.load() is None
+    assert "built from another scan.c" in fresh_load.why_not and "--build" in fresh_load.why_not
 
 
-def test_a_failing_c_compiler_is_named_and_big_logs_are_still_read(tmp_path):
-    edge_log = _file(tmp_path, EDGE_LINES, "edges.log")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path / "cache"), CC="false", NO_COLOR="1")
-    p = _run(["-m", "diagnose.sources.native"], env)
-    assert "not in use: the C compiler failed: exit 1" in p.stdout.decode(), p.stdout.decode() + p.stderr.decode()
-    fast = _run(["-m", "diagnose", "--format", "json", str(edge_log)], dict(env, DIAGNOSE_BULK_MIN_BYTES="0"))
-    assert fast.returncode == 0 and json.loads(fast.stdout)["inputs"][0]["lines"] > 1000, fast.stderr.decode()
+def test_a_library_whose_structures_differ_is_not_used(monkeypatch, fresh_load):
+    _native_or_skip()
+    fresh_load._state.clear()
+    monkeypatch.setattr(fresh_load, "LAYOUT", (*fresh_load.LAYOUT[:2], fresh_load.LAYOUT[2] + 8, *fresh_load.LAYOUT[3:]))
+    assert fresh_load.load() is None and "structures differ" in fresh_load.why_not
 
 
-def test_without_a_c_compiler_big_logs_are_read_with_polars(tmp_path):
-    edge_log = _file(tmp_path, EDGE_LINES, "edges.log")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path / "cache"),
-               CC=str(tmp_path / "no-such-cc"), NO_COLOR="1")
-    p = _run(["-m", "diagnose.sources.native"], env)
-    assert "not in use: no C compiler" in p.stdout.decode(), p.stdout.decode() + p.stderr.decode()
-    fast = _run(["-m", "diagnose", "--format", "json", str(edge_log)], dict(env, DIAGNOSE_BULK_MIN_BYTES="0"))
-    ref = _run(["-m", "diagnose", "--format", "json", str(edge_log)], dict(env, DIAGNOSE_BULK_MIN_BYTES=str(10**15)))
-    assert fast.returncode == ref.returncode and fast.returncode == 0, fast.stderr.decode()
-    a, b = json.loads(fast.stdout), json.loads(ref.stdout)
-    assert a["inputs"][0]["lines"] == b["inputs"][0]["lines"]
-    assert [f["id"] for f in a["findings"]] == [f["id"] for f in b["findings"]]
-    assert not list((tmp_path / "cache").rglob("*.so"))
+def test_an_install_without_the_library_says_why(tmp_path, monkeypatch, fresh_load):
+    monkeypatch.setattr(fresh_load, "LIBRARY", tmp_path / "libscan.so")
+    monkeypatch.delenv("DIAGNOSE_NATIVE", raising=False)
+    assert fresh_load.load() is None
+    assert "not built when diagnose was installed" in fresh_load.why_not and "reinstall" in fresh_load.why_not
 
 
 def _wrapped_dump_log(tmp_path):

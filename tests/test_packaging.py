@@ -1,5 +1,7 @@
-"""A non-editable install must carry the rules and the C scanner's source: build the wheel and look inside,
-install it and run its console script; the sdist must carry what its own tests need."""
+"""A non-editable install must carry the rules and the C scanner, compiled when the wheel is built:
+build the wheel and look inside, install it and run its console script. Where no C compiler works,
+the wheel is pure Python and the installed diagnose reads big logs with polars, saying so once.
+The sdist must carry what its own tests need."""
 from __future__ import annotations
 
 import importlib.metadata
@@ -15,35 +17,21 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, on_a_terminal
 from diagnose.engine.rules import load_rules
 
 
-def test_wheel_ships_every_rule_file_and_the_console_script(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
-                       capture_output=True, timeout=300)
+def _wheel(out: Path, **env) -> tuple[Path, str]:
+    """`pip wheel` of this checkout, as `pip install .` builds it: the wheel, and what the build said."""
+    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(out), str(ROOT)],
+                       capture_output=True, timeout=300, env=dict(os.environ, **env))
     assert p.returncode == 0, p.stderr.decode()[-2000:]
-    wheel = next(tmp_path.glob("diagnose-*.whl"))
-    names = set(zipfile.ZipFile(wheel).namelist())
-    for r in load_rules():
-        rel = r.path.relative_to(ROOT / "rules").as_posix()
-        assert f"diagnose/_rules/{rel}" in names, rel
-    # the C scanner is built on the user's machine from its source: the source must ship
-    assert "diagnose/sources/native/scan.c" in names
-    entry = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "diagnose = diagnose.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+    return next(out.glob("diagnose-*.whl")), p.stdout.decode("utf-8", "replace") + p.stderr.decode("utf-8", "replace")
 
 
-# -- the product as a user installs it ---------------------------------------------------------------
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """The wheel built from this checkout, installed into a fresh virtual environment (its
-    dependencies come from the environment running the tests, so no network is needed)."""
-    d = tmp_path_factory.mktemp("installed")
-    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(d / "dist"), str(ROOT)],
-                       capture_output=True, timeout=300)
-    assert p.returncode == 0, p.stderr.decode()[-2000:]
-    wheel = next((d / "dist").glob("diagnose-*.whl"))
+def _install(wheel: Path, d: Path) -> Path:
+    """`wheel` installed into a fresh virtual environment (its dependencies come from the
+    environment running the tests, so no network is needed): its bin folder."""
     venv.create(d / "venv", with_pip=False)
     py = d / "venv" / "bin" / "python"
     # The dependencies: this environment's site-packages, after the new one's own (so the wheel's
@@ -60,6 +48,30 @@ def installed(tmp_path_factory):
                             str(wheel)], capture_output=True, timeout=300)
     assert p.returncode == 0, p.stderr.decode()[-2000:]
     return d / "venv" / "bin"
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    return _wheel(tmp_path_factory.mktemp("wheel"))[0]
+
+
+def test_wheel_ships_every_rule_file_the_c_scanner_and_the_console_script(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for r in load_rules():
+        rel = r.path.relative_to(ROOT / "rules").as_posix()
+        assert f"diagnose/_rules/{rel}" in names, rel
+    # the C scanner is compiled when the wheel is built, and the wheel says it is for this platform
+    assert "diagnose/sources/native/libscan.so" in names
+    meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/WHEEL"))).decode()
+    assert "Root-Is-Purelib: false" in meta and "-none-any" not in wheel.name, meta
+    entry = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "diagnose = diagnose.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+
+
+# -- the product as a user installs it ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory):
+    return _install(wheel, tmp_path_factory.mktemp("installed"))
 
 
 def _run_installed(bin_dir: Path, *args, cwd: Path) -> subprocess.CompletedProcess:
@@ -116,3 +128,53 @@ def test_sdist_holds_what_its_tests_need_and_they_pass(tmp_path):
                         "tests/test_seeds.py", "-k", "not catalogued"], capture_output=True, cwd=top, env=env,
                        timeout=600)
     assert q.returncode == 0, q.stdout.decode()[-3000:]
+
+
+# -- installed where no C compiler works ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def without_compiler(tmp_path_factory):
+    """The wheel `pip install .` builds where the C compiler fails (CC=false), installed: (its bin
+    folder, the wheel, what the build said)."""
+    d = tmp_path_factory.mktemp("nocc")
+    wheel, said = _wheel(d / "dist", CC="false")
+    return _install(wheel, d), wheel, said
+
+
+def _big_edges_log(tmp_path: Path) -> Path:
+    from test_native_scanner import EDGE_LINES, _file
+    return _file(tmp_path, EDGE_LINES, "edges.log")
+
+
+def test_without_a_compiler_the_wheel_is_pure_python_and_the_build_says_why(without_compiler):
+    bin_dir, wheel, said = without_compiler
+    assert wheel.name.endswith("-py3-none-any.whl")
+    assert not [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".so")]
+    assert "C scanner not built: the C compiler (false) failed" in said, said[-3000:]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    p = subprocess.run([str(bin_dir / "python"), "-m", "diagnose.sources.native"], capture_output=True, cwd=bin_dir,
+                       env=env, timeout=120)
+    assert p.stdout.decode().startswith("C scanner not in use: not built when diagnose was installed"), p.stdout
+
+
+def test_without_a_compiler_big_logs_read_the_same_and_it_is_said_once(without_compiler, tmp_path):
+    """Big logs take the polars path: the same report as the line-by-line path; a terminal is told
+    once per run (two big inputs), a pipe stays clean for small inputs."""
+    bin_dir = without_compiler[0]
+    log = _big_edges_log(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(NO_COLOR="1", XDG_CACHE_HOME=str(tmp_path / "cache"))
+    cmd = [str(bin_dir / "diagnose"), "--format", "json"]
+    fast = subprocess.run([*cmd, str(log)], capture_output=True, env=dict(env, DIAGNOSE_BULK_MIN_BYTES="0"), timeout=120)
+    ref = subprocess.run([*cmd, str(log)], capture_output=True, env=dict(env, DIAGNOSE_BULK_MIN_BYTES=str(10**15)), timeout=120)
+    assert fast.returncode == ref.returncode == 0, fast.stderr.decode()
+    a, b = json.loads(fast.stdout), json.loads(ref.stdout)
+    assert a["inputs"][0]["lines"] == b["inputs"][0]["lines"] > 1000
+    assert [f["id"] for f in a["findings"]] == [f["id"] for f in b["findings"]]
+    seed = ROOT / "fixtures" / "seed003" / "realtime.log"
+    small = dict(env, DIAGNOSE_BULK_MIN_BYTES="0")   # big inputs below the default: told on a terminal only
+    rc, term = on_a_terminal([*cmd, seed, seed], small, cwd=tmp_path)
+    notes = [ln for ln in term.splitlines() if "note:" in ln]
+    assert rc in (0, 1) and len(notes) == 1, term
+    assert "polars" in notes[0] and "not built when diagnose was installed" in notes[0] and "DIAGNOSE_NATIVE=0" in notes[0]
+    piped = subprocess.run([*cmd, seed, seed], capture_output=True, env=small, cwd=tmp_path, timeout=120)
+    assert piped.returncode in (0, 1) and piped.stderr == b"", piped.stderr.decode()

@@ -109,8 +109,7 @@ def load_rules(extra_dirs: list[str] | None = None) -> list[Rule]:
 
 
 class _ParsedFiles:
-    """Rule files as tomllib parsed them, kept between runs in $XDG_CACHE_HOME/diagnose (beside
-    the C scanner) and keyed by a digest of each file's text, so an edited file is parsed anew:
+    """Rule files as tomllib parsed them, kept between runs in $XDG_CACHE_HOME/diagnose and keyed by a digest of each file's text, so an edited file is parsed anew:
     parsing is half the time of loading the rules, ~25 ms of every run. Where the cache cannot
     be read or written, or is not this user's alone (cachedir.private_file), files are parsed
     every time. Entries are kept by last use: a hit moves its entry to the end, and a run that

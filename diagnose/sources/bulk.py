@@ -46,7 +46,7 @@ POLARS_ENV = {"POLARS_CSV_CHUNK_SIZE": str(1 << 20), "POLARS_CSV_CHUNK_PREFETCH_
               "_RJEM_MALLOC_CONF": "background_thread:true,dirty_decay_ms:50,muzzy_decay_ms:0"}
 
 
-# The C scanner (native/) when it can be built; polars otherwise (tests switch this off).
+# The C scanner (native/) when the install has it; polars otherwise (tests switch this off).
 USE_NATIVE = True
 
 

@@ -1,49 +1,36 @@
-"""The bulk scanner's C core (scan.c): built on first use with the system's C compiler, cached,
-and loaded with ctypes.
+"""The bulk scanner's C core (scan.c), built into libscan.so when the package is built (build.py,
+run by hatch_build.py at `pip install`) and loaded with ctypes.
 
 Why C: polars classifies a gigabyte log in ~1.3 s plus its import, five times `grep -cE`; one
 pass in C that splits, validates and classifies lines takes ~0.2 s per GB on one core (AVX2 and
 carry-less multiplication where the CPU has them, chosen at run time; `DIAGNOSE_NO_AVX2=1` keeps
 the portable code), and ctypes releases the GIL so every core scans. A plain file is read by C
 itself (`scan_range`: pread into a per-thread buffer), so a whole range passes without Python, and
-the scan runs while Python imports and parses. Where no compiler is found (or
-`DIAGNOSE_NATIVE=0`), `load()` returns None and the bulk path uses polars: same results, slower.
+the scan runs while Python imports and parses. Why ctypes rather than the CPython API: the
+interface is five functions over flat buffers, called from worker threads without the GIL; the
+two structures it shares are checked against the library's own layout when it loads (dg_layout),
+so a mismatch is refused, never a corrupted scan.
 
-The library is cached in $XDG_CACHE_HOME/diagnose (~/.cache/diagnose; a relative XDG_CACHE_HOME is
-ignored, as the XDG spec asks), named by checksums of the source and the compiler, so an upgrade
-rebuilds it. Each run that loads it marks it used (its modification time, at most once a day); a
-build removes the libraries of other versions unused for 30 days (STALE_DAYS), and build leftovers.
+Nothing is compiled or written at run time. The library is used when it sits beside this file
+and, where scan.c is beside it too (a checkout), was built from that very scan.c (dg_source_key):
+an edited scan.c asks for `python -m diagnose.sources.native --build`, never runs old code.
 
-A cached library is loaded only when it is this user's, in a directory that is this user's, and
-neither is writable by group or others (diagnose/cachedir.py): otherwise someone else could have
-put their code there (the directory, when this user's own but group-writable, as an older version
-made it under umask 002, loses that bit). A library that fails the check is built again in its place; when the
-directory itself fails it (someone else's, or shared), the library is built in a fresh private
-temporary directory each run and the cache is left alone (`python -m diagnose.sources.native`
-says so).
-
-When the library cannot be had (no compiler, a failing one), big inputs are read with polars:
-same results, about five times slower. An operator wants to know that once, not per file, and not
-in a report's output or a CI log that compares stderr: `note_fallback()` writes one line on stderr,
-at most once per run, naming why and how to fix or silence it, when a big input (at least the
-default DIAGNOSE_BULK_MIN_BYTES, where the speed matters) takes the slower path or when stderr is
-a terminal. `DIAGNOSE_NATIVE=0` chooses polars on purpose: no note. The fast path says nothing.
+When the library cannot be had (installed where no C compiler was, `DIAGNOSE_NATIVE=0`), big
+inputs are read with polars: same results, about five times slower. An operator wants to know
+that once, not per file, and not in a report's output or a CI log that compares stderr:
+`note_fallback()` writes one line on stderr, at most once per run, naming why and how to fix or
+silence it, when a big input (at least the default DIAGNOSE_BULK_MIN_BYTES, where the speed
+matters) takes the slower path or when stderr is a terminal. `DIAGNOSE_NATIVE=0` chooses polars
+on purpose: no note. The fast path says nothing.
 """
 from __future__ import annotations
 
 import ctypes
 import os
-import shlex
 import sys
-import sysconfig
 import threading
-import time
-import zlib
-from pathlib import Path
 
-from ...cachedir import cache_dir, mark_used, private_dir, private_file
-
-SOURCE = Path(__file__).with_name("scan.c")
+from .build import LIBRARY, SOURCE, source_key
 NSTATUS = 1000
 ROW_WIDTH = 5
 ROW_KEYWORD, ROW_PROBE, ROW_HTTP, ROW_RECEIVED = range(4)
@@ -93,7 +80,6 @@ class Heads:
 _lock = threading.Lock()
 _state: dict = {}
 why_not: str | None = None      # why load() returned None, for `python -m diagnose.sources.native`
-where: str | None = None        # when not from the cache: where the library was built instead, and why
 _noted = False                  # note_fallback() has spoken in this run
 
 
@@ -101,60 +87,8 @@ def _disabled() -> bool:
     return os.environ.get("DIAGNOSE_NATIVE", "1").strip().lower() in ("0", "no", "off", "false")
 
 
-def _compiler() -> list[str]:
-    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
-    return shlex.split(cc)
-
-
-def library_path() -> Path:
-    # Named by checksums of what it is built from (zlib: hashlib loads OpenSSL, 4 ms of every run).
-    machine = os.uname().machine if hasattr(os, "uname") else __import__("platform").machine()
-    what = SOURCE.read_bytes() + " ".join(_compiler()).encode() + machine.encode() + sys.platform.encode()
-    key = f"{zlib.crc32(what):08x}{zlib.adler32(what):08x}"
-    return cache_dir() / f"scan-{key}.so"
-
-
-class BuildError(Exception):
-    """The compiler ran and failed (or took too long)."""
-
-
-STALE_DAYS = 30     # libraries of other versions, unused this long, are removed after a build
-
-
-def _build(out: Path, clean: bool = True) -> None:
-    import subprocess
-    import tempfile
-    # Built beside its final name and renamed: two runs building at once both end with a whole file.
-    fd, tmp = tempfile.mkstemp(prefix=".scan-", suffix=".so", dir=out.parent)
-    os.close(fd)
-    try:
-        # -O3: the prompt-head checksum is only vectorised there (a third faster in all).
-        subprocess.run([*_compiler(), "-O3", "-shared", "-fPIC", "-o", tmp, str(SOURCE)],
-                       check=True, capture_output=True, timeout=120)
-        os.chmod(tmp, 0o755)    # never group-writable (umask 002): load() would refuse it
-        os.replace(tmp, out)
-    except subprocess.CalledProcessError as e:
-        err = (e.stderr or b"").decode("utf-8", "replace").strip().splitlines()
-        raise BuildError("the C compiler failed: " + (err[0] if err else f"exit {e.returncode}")) from None
-    except subprocess.SubprocessError as e:
-        raise BuildError(f"cannot build the C scanner ({e})") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    if not clean:
-        return
-    # One library is built per version of scan.c: those of other versions go once they have gone
-    # unused for a while (a library in use stays valid when its file is removed). Their
-    # modification time is their last use (mark_used). A build killed half-way leaves a
-    # `.scan-*.so`: gone after a day.
-    now = time.time()
-    for pattern, days in (("scan-*.so", STALE_DAYS), (".scan-*.so", 1)):
-        for p in out.parent.glob(pattern):
-            try:
-                if p != out and p.stat().st_mtime < now - days * 86400:
-                    p.unlink()
-            except OSError:
-                pass
+class Unusable(Exception):
+    """The library is there but must not be used: one line that says why and what to do."""
 
 
 def load():
@@ -166,45 +100,18 @@ def load():
         lib = None
         if _disabled():
             why_not = "disabled by DIAGNOSE_NATIVE=0"
+        elif not LIBRARY.exists():
+            why_not = ("not built when diagnose was installed (no C compiler then): install gcc or clang, "
+                       "then reinstall diagnose")
         else:
             try:
                 lib = _open()
-            except FileNotFoundError as e:
-                why_not = f"no C compiler ({e.filename or _compiler()[0]})"
-            except BuildError as e:
+            except Unusable as e:
                 why_not = str(e)
-            except (OSError, RuntimeError, ValueError) as e:
-                why_not = f"cannot build or load the C scanner ({e})"
+            except (OSError, ValueError) as e:
+                why_not = f"cannot load {LIBRARY} ({e}): reinstall diagnose"
         _state["lib"] = lib
         return lib
-
-
-def _cdll(path: Path):
-    """The cached library, built first when it is missing or not this user's alone; built again
-    when it does not load (a damaged file). Where the cache directory is not private, a library
-    built for this run in a private temporary directory."""
-    global where
-    if not private_dir(path.parent):
-        import shutil
-        import tempfile
-        tmp = tempfile.mkdtemp(prefix="diagnose-scan-")
-        try:
-            _build(Path(tmp) / path.name, clean=False)
-            lib = ctypes.CDLL(str(Path(tmp) / path.name))   # stays loaded when its file is removed
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        where = (f"built for this run in a temporary directory: {path.parent} is not this user's alone "
-                 f"(owner, or writable by others)")
-        return lib
-    if not private_file(path):
-        _build(path)
-        return ctypes.CDLL(str(path))
-    mark_used(path)
-    try:
-        return ctypes.CDLL(str(path))
-    except OSError:
-        _build(path)
-        return ctypes.CDLL(str(path))
 
 
 def note_fallback(big: bool) -> None:
@@ -222,14 +129,15 @@ def note_fallback(big: bool) -> None:
             return
     _noted = True
     sys.stderr.write(f"diagnose: note: big inputs are read with polars, about 5x slower: {why_not} "
-                     f"(set CC to a working C compiler, or DIAGNOSE_NATIVE=0 to choose polars and silence this)\n")
+                     f"(DIAGNOSE_NATIVE=0 chooses polars and silences this)\n")
 
 
 def _open():
     from ..common_lines import PROBE_PATHS
     from ..scanner import GREP_KEYWORDS
-    lib = _cdll(library_path())
+    lib = ctypes.CDLL(str(LIBRARY))
     i64, p = ctypes.c_int64, ctypes.c_char_p
+    _check(lib)
     lib.dg_setup.argtypes = [p, i64, p, i64]
     lib.dg_setup.restype = ctypes.c_int
     lib.dg_scan.argtypes = [p, i64, i64, ctypes.POINTER(Totals), i64,
@@ -251,6 +159,26 @@ def _open():
     if lib.dg_setup(kws, len(kws), probes, len(probes)) != 0:
         raise ValueError("keyword list does not fit the C scanner")
     return lib
+
+
+# What dg_layout reports, in its order: the structures as Python mirrors them.
+LAYOUT = (NSTATUS, ROW_WIDTH, ctypes.sizeof(Totals), Totals.status.offset, Totals.kept_probe.offset,
+          Totals.refused.offset, ctypes.sizeof(HeadsTable), HeadsTable.slots.offset, HeadsTable.order.offset, 16)
+
+
+def _check(lib) -> None:
+    lib.dg_source_key.argtypes = []
+    lib.dg_source_key.restype = ctypes.c_char_p
+    built_from = lib.dg_source_key().decode()
+    if SOURCE.exists() and built_from != source_key(SOURCE.read_bytes()):
+        raise Unusable(f"{LIBRARY.name} was built from another scan.c: build it again with "
+                       f"`python -m diagnose.sources.native --build` (or reinstall diagnose)")
+    lib.dg_layout.argtypes = [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]
+    lib.dg_layout.restype = ctypes.c_int64
+    out = (ctypes.c_int64 * len(LAYOUT))()
+    n = lib.dg_layout(out, len(LAYOUT))
+    if n != len(LAYOUT) or tuple(out) != LAYOUT:
+        raise Unusable(f"{LIBRARY.name} does not match this diagnose (its structures differ): reinstall diagnose")
 
 
 _buffers = threading.local()

@@ -1,7 +1,16 @@
-"""python -m diagnose.sources.native: builds the C scanner if needed and says whether it is in use."""
-from .. import native
+"""python -m diagnose.sources.native: says whether the C scanner is in use, and if not, why.
+With --build: builds it again in place (after scan.c was edited in a checkout)."""
+import sys
 
-if native.load() is not None:
-    print(f"C scanner: {native.library_path()}" if native.where is None else f"C scanner: {native.where}")
+from .. import native
+from .build import BuildError, build
+
+if sys.argv[1:] == ["--build"]:
+    try:
+        print(f"built {build()}")
+    except BuildError as e:
+        sys.exit(f"diagnose: {e}")
+elif native.load() is not None:
+    print(f"C scanner: {native.LIBRARY}")
 else:
     print(f"C scanner not in use: {native.why_not} (big logs are read with polars)")

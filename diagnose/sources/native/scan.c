@@ -11,10 +11,12 @@
  * byte inside an access line's match), the line is left to Python as an ordinary line.
  *
  * No Python API: loaded with ctypes, which releases the GIL for the call, so blocks are scanned
- * on every core while Python parses the few lines that matter. Built on first use (__init__.py).
+ * on every core while Python parses the few lines that matter. Built when the package is built
+ * (build.py, run by hatch_build.py at `pip install`), never when diagnose runs.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
@@ -682,4 +684,24 @@ void dg_heads_get(const dg_heads *t, uint64_t *keys, int64_t *counts)
         keys[i] = t->slots[t->order[i]].key;
         counts[i] = t->slots[t->order[i]].count;
     }
+}
+
+/* ---- what the loader checks before it trusts the library (native/__init__.py) ----
+ * The key of the scan.c this library was built from (build.py passes it), so a checkout whose
+ * scan.c changed after the build is not scanned with old code; and the layout of the structures
+ * Python mirrors with ctypes, so a mismatch is refused instead of corrupting memory. */
+#ifndef DG_SOURCE_KEY
+#define DG_SOURCE_KEY ""
+#endif
+const char *dg_source_key(void) { return DG_SOURCE_KEY; }
+
+int64_t dg_layout(int64_t *out, int64_t n)
+{
+    int64_t v[] = {NSTATUS, ROW_WIDTH, (int64_t)sizeof(dg_totals), (int64_t)offsetof(dg_totals, status),
+                   (int64_t)offsetof(dg_totals, kept_probe), (int64_t)offsetof(dg_totals, refused),
+                   (int64_t)sizeof(dg_heads), (int64_t)offsetof(dg_heads, slots), (int64_t)offsetof(dg_heads, order),
+                   (int64_t)sizeof(dg_slot)};
+    int64_t m = (int64_t)(sizeof v / sizeof v[0]);
+    for (int64_t i = 0; i < n && i < m; i++) out[i] = v[i];
+    return m;
 }
