@@ -11,6 +11,7 @@ from .findings.model import Result
 from .findings.reconcile import reconcile
 from .findings.verdict import decide
 from .signals.derive import Signals, derive
+from .signals.sweep import sweep_json
 from .sources import load_groups, resolve, start_scans
 
 SCHEMA_VERSION = 1
@@ -59,6 +60,7 @@ class Analysis:
             "not_applicable": r.not_applicable,
             "passed": r.passed,
             "errors": r.errors,
+            **({"sweep": sweep_json(self.signals.sweep)} if self.signals.sweep else {}),
         }
 
 
@@ -210,6 +212,9 @@ def analyze_evidence(ev: Evidence, rules: list[Rule], ignore: set[str] = frozens
     if targets or ev.targets:
         from .targets import apply_targets
         apply_targets(sig.values, {**ev.targets, **(targets or {})})
+    if ev.bench_points:     # the recommended load depends on the targets: after them
+        from .signals.sweep import sweep_signals
+        sweep_signals(ev, sig)
     result = run_rules([r for r in rules if r.domain != "fleet"], ev, sig, ignore, overrides)
     facts = {k: f.value for k, f in ev.facts.items()}
     reconcile(result, {r.id: r for r in rules}, ev.settings, facts)

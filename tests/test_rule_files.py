@@ -38,7 +38,7 @@ def test_every_rule_carries_its_docs_and_lives_in_a_domain_folder():
         missing = [s for s in DOC_SECTIONS if not r.docs.get(s)]
         assert not missing, f"{r.id}: docs sections missing: {missing}"
         assert r.path.name == f"{r.id}.toml"
-        assert r.domain in {"config", "runtime", "failures", "hygiene", "fleet"}
+        assert r.domain in {"config", "runtime", "failures", "hygiene", "fleet", "sweeps"}
         assert r.fixes, f"{r.id}: no fix"
 
 

@@ -148,8 +148,31 @@ def _evidence(rule: Rule, ev: Evidence, sig: Signals) -> list:
             p = sig.provenance.get(name)
             if p:
                 out.append({"metric": p["metric"], "window": p["window"], "value": p["value"]})
+        elif kind == "sweep":
+            out += _sweep_evidence(sig, name)
         elif kind == "signal":
             v = sig.values.get(name)
             if v is not None:
                 out.append({"metric": name, "window": "derived", "value": fmt(v)})
     return out
+
+
+def _sweep_evidence(sig: Signals, which: str) -> list:
+    """The benchmark runs a sweep finding rests on, cited by file and line: `knee` (the knee and the
+    run at twice its load), `failed` (the first run with failures), `lightest`, `last` (the last
+    doubling)."""
+    sw = sig.sweep
+    if not sw:
+        return []
+    pts, v = sw["points"], sig.values
+    picks = []
+    if which == "knee" and v.get("sweep_knee") is not None:
+        picks = [p for p in pts if p["load"] in (v["sweep_knee"], v.get("sweep_knee_next"))]
+    elif which == "failed":
+        picks = [next((p for p in pts if (p.get("failed") or 0) > 0 or p.get("completed") == 0), None)]
+    elif which == "lightest":
+        picks = pts[:1]
+    elif which == "last":
+        picks = [p for p in pts if p["load"] in (v.get("sweep_last_from"), pts[-1]["load"])]
+    from ..signals.sweep import describe
+    return [{"source": p["source"], "line": p["line"], "text": describe(p, sw)} for p in picks if p]

@@ -39,8 +39,51 @@ def compare(before: dict, after: dict) -> dict:
         if "mean" not in (bs.get(name) or {}) and "mean" not in (as_.get(name) or {}):
             continue        # a single value per window (a window quantile): no spread to judge a change by
         signals[name] = judge(name, bs.get(name), as_.get(name))
-    return {"rule": RULE_TEXT, "config_changes": changes, "new": sorted(a_ids - b_ids),
-            "fixed": sorted(b_ids - a_ids), "unchanged": sorted(a_ids & b_ids), "signals": signals}
+    out = {"rule": RULE_TEXT, "config_changes": changes, "new": sorted(a_ids - b_ids),
+           "fixed": sorted(b_ids - a_ids), "unchanged": sorted(a_ids & b_ids), "signals": signals}
+    if before.get("sweep") and after.get("sweep"):
+        sweep = compare_sweeps(before["sweep"], after["sweep"])
+        if sweep:
+            signals.update(sweep.pop("points"))
+            out["sweep"] = sweep
+            out["rule"] += f"; load-sweep runs (one run per load: no spread) change when they move by more than {int(SWEEP_REL * 100)} %"
+    return out
+
+
+SWEEP_REL = 0.10    # one benchmark run per load has no spread to judge by: a fixed band, above run-to-run noise
+
+
+def compare_sweeps(b: dict, a: dict) -> dict | None:
+    """Before/after per load level both sweeps measured: output tokens/s, TTFT and TPOT (the same
+    statistic on both sides), and the knee."""
+    if b.get("axis") != a.get("axis"):
+        return None
+    key = "concurrency" if a["axis"] == "concurrency" else "request_rate"
+    bp = {p[key]: p for p in b["points"] if p.get(key) is not None}
+    ap = {p[key]: p for p in a["points"] if p.get(key) is not None}
+    common = sorted(set(bp) & set(ap))
+    if not common:
+        return None
+
+    def shared(*keys):
+        return next((k for k in keys if any(bp[x].get(k) is not None and ap[x].get(k) is not None for x in common)), None)
+    metrics = [("output_tps", "output tok/s", 1), (shared("ttft_p99_ms", "ttft_p50_ms", "ttft_mean_ms"), "TTFT ms", -1),
+               (shared("tpot_p50_ms", "itl_p50_ms", "itl_mean_ms"), "TPOT ms", -1)]
+    points = {}
+    for load in common:
+        where = f"{load:g}" + ("" if key == "concurrency" else " req/s")
+        for m, label, direction in metrics:
+            x, y = (bp[load].get(m), ap[load].get(m)) if m else (None, None)
+            if x is None or y is None or not x:
+                continue
+            ch = (y - x) / x
+            verdict = "unchanged" if abs(ch) <= SWEEP_REL else ("better" if ch * direction > 0 else "worse")
+            name = m.replace("_ms", "").replace("_", " ") if m != "output_tps" else "output tok/s"
+            points[f"sweep {name} at {key.replace('_', ' ')} {where}"] = {"before": x, "after": y, "change": round(ch, 3),
+                                                                        "verdict": verdict}
+    kb = b.get("knee_concurrency") if key == "concurrency" else b.get("knee_request_rate")
+    ka = a.get("knee_concurrency") if key == "concurrency" else a.get("knee_request_rate")
+    return {"axis": a["axis"], "loads": common, "knee_before": kb, "knee_after": ka, "points": points}
 
 
 def judge(name: str, b: dict | None, a: dict | None) -> dict:

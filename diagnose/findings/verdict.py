@@ -49,6 +49,11 @@ def decide(values: dict, findings: list) -> dict:
                     "basis": "failures", "also": ["misconfigured"] if config_bad else [], "config_findings": config_bad}
         if config_bad:
             return out("misconfigured", [f"`{i}`" for i in config_bad], "configuration")
+        if v.get("sweep_points_n"):     # a benchmark sweep alone: what it measured, not a runtime verdict
+            knee = v.get("sweep_knee_at")
+            return out("unknown", [f"a load sweep of {v['sweep_points_n']} load level(s): "
+                                   + (f"knee at {knee}, limited by {v.get('sweep_limit') or 'unknown'}" if knee else "no knee by the rule")
+                                   + "; give the server log of the run for a runtime verdict"], "load sweep")
         return out("unknown", ["no periodic engine stats in the input (runtime bottleneck cannot be judged)"], "none")
     if v.get("single_scrape"):
         return out("unknown", ["a single metrics scrape: configuration and current state only (no trend, no steady window)"],

@@ -91,3 +91,41 @@ def fix_lines(fix: dict) -> list[str]:
         else:
             out.append(k if v is True else f"{k} {v}")
     return out
+
+
+def sweep_table(sweep: dict) -> tuple[list[str], list[list[str]], list[str]]:
+    """The JSON `sweep` object as a table: (header, rows, notes), one row per load level."""
+    conc = sweep["axis"] == "concurrency"
+    pts = sweep["points"]
+
+    def first(*keys):
+        return next(((k, n) for k, n in keys if any(p.get(k) is not None for p in pts)), (None, None))
+    ttft = first(("ttft_p99_ms", "p99 TTFT ms"), ("ttft_p50_ms", "median TTFT ms"), ("ttft_mean_ms", "mean TTFT ms"))
+    tpot = first(("tpot_p50_ms", "median TPOT ms"), ("itl_p50_ms", "median ITL ms"), ("itl_mean_ms", "mean ITL ms"))
+    knee = sweep["knee_concurrency"] if conc else sweep["knee_request_rate"]
+    rec = sweep["recommended_concurrency"] if conc else sweep["recommended_request_rate"]
+    header = ["concurrency" if conc else "request rate", "output tok/s", "requests/s"]
+    header += [n for _, n in (ttft, tpot) if n] + ["failed", ""]
+    rows = []
+    for p in pts:
+        load = p["concurrency"] if conc else p["request_rate"]
+        mark = (["◀ knee"] if load == knee else []) + (["★ recommended"] if load == rec else [])
+        mark += ["misses targets"] if p.get("meets_targets") is False else []
+        row = [fmt(load), "–" if p["output_tps"] is None else f"{p['output_tps']:,.0f}",
+               "–" if p["request_tps"] is None else fmt(p["request_tps"])]
+        row += ["–" if p.get(k) is None else f"{p[k]:,.1f}" for k, _ in (ttft, tpot) if k]
+        row += ["?" if p["failed"] is None else str(p["failed"]), ", ".join(mark)]
+        rows.append(row)
+    unit = "" if conc else " req/s"
+    notes = [sweep["rule"] + ("" if knee is not None else ": no knee in this sweep")]
+    if sweep.get("burst"):
+        notes.append("every prompt was sent at once (no rate, no concurrency limit): the load is the number of prompts")
+    if rec is not None:
+        notes.append(f"recommended: {fmt(rec)}{unit} "
+                     + ("(the highest load that meets the targets)" if sweep["recommended_basis"] == "targets"
+                        else "(the knee; --targets chooses by SLO)"))
+    if sweep.get("limit"):
+        notes.append(f"what limits it: {sweep['limit']}")
+    if sweep.get("other_runs"):
+        notes.append(f"{sweep['other_runs']} run(s) of another workload or model are not part of this sweep")
+    return header, rows, notes

@@ -64,6 +64,8 @@ def render(data: dict, timeline: dict | None = None) -> str:
         out += ["## Over the whole window", "", "| figure | value |", "|---|---|"]
         out += [f"| {_cell(k)} | {_cell(val)} |" for k, val in rows]
         out.append("")
+    if data.get("sweep"):
+        out += _sweep(data["sweep"])
     if findings:
         out += ["## Findings", "", "| # | severity | rule | what is wrong | fix |", "|---|---|---|---|---|"]
         for i, f in enumerate(findings, 1):
@@ -108,6 +110,9 @@ def render_comparison(c: dict) -> str:
         out.append("")
     out.append(f"Findings — fixed: {', '.join(f'`{i}`' for i in c['fixed']) or 'none'}; "
                f"new: {', '.join(f'`{i}`' for i in c['new']) or 'none'}; unchanged: {', '.join(f'`{i}`' for i in c['unchanged']) or 'none'}.")
+    if c.get("sweep"):
+        sw = c["sweep"]
+        out += ["", f"Load sweep knee ({sw['axis'].replace('_', ' ')}): {sw['knee_before']} → {sw['knee_after']}."]
     out += ["", "| signal | before | after | change | verdict |", "|---|---|---|---|---|"]
     for name, s in c["signals"].items():
         ch = f"{s['change'] * 100:+.0f} %" if s.get("change") is not None else ""
@@ -115,3 +120,11 @@ def render_comparison(c: dict) -> str:
                    + (f" ({_cell(s['reason'])})" if s.get("reason") else "") + " |")
     out += ["", f"<sub>Verdict rule: {c['rule']}.</sub>", ""]
     return "\n".join(out)
+
+
+def _sweep(sw: dict) -> list[str]:
+    from .common import sweep_table
+    header, rows, notes = sweep_table(sw)
+    out = ["## Load sweep", "", "| " + " | ".join(_cell(h) for h in header) + " |", "|" + "---:|" * (len(header) - 1) + "---|"]
+    out += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
+    return out + [""] + [f"- {_cell(n)}" for n in notes] + [""]

@@ -36,6 +36,17 @@ def render(data: dict, console: Console, timeline: dict | None = None, verbose: 
         for k, val in rows:
             t.add_row(f"[dim]{escape(k)}[/dim]", escape(val))
         console.print(t)
+    if data.get("sweep"):
+        from .common import sweep_table
+        header, srows, notes = sweep_table(data["sweep"])
+        t = Table(title="Load sweep", title_justify="left", box=None, padding=(0, 1))
+        for i, h in enumerate(header):
+            t.add_column(escape(h), justify="right" if 0 < i < len(header) - 1 else "left")
+        for r in srows:
+            t.add_row(*[escape(c) for c in r])
+        console.print(t)
+        for n in notes:
+            console.print(f"  [dim]· {escape(n)}[/dim]")
     findings = data["findings"]
     if not findings:
         console.print("[green]No findings.[/green]")
@@ -93,4 +104,7 @@ def render_comparison(c: dict, console: Console) -> None:
         why = f" [dim]({escape(s['reason'])})[/dim]" if s.get("reason") else ""
         console.print(f"  {name:>22} {s['before']!s:>10} → {s['after']!s:<10} {ch:>7}  "
                       f"[{colour[s['verdict']]}]{s['verdict']}[/]{why}")
+    if c.get("sweep"):
+        sw = c["sweep"]
+        console.print(f"  load sweep knee ({sw['axis'].replace('_', ' ')}): {sw['knee_before']} → {sw['knee_after']}")
     console.print(f"[dim]  verdict rule: {escape(c['rule'])}[/dim]")

@@ -29,6 +29,7 @@ class Signals:
     timeline: dict = field(default_factory=dict)     # name → list of floats (for sparklines)
     steady_range: tuple | None = None                # (first, last) time of the steady window
     key_stats: dict = field(default_factory=dict)    # signal name → {mean, std, n, p50, p95} for comparisons
+    sweep: dict | None = None                        # a load sweep's curve, knee and advice (sweep.py)
 
     def get(self, name, default=None):
         v = self.values.get(name)

@@ -2,7 +2,8 @@
 
 load() streams each input through the scanner (which lines matter), peels the prefixes, and
 offers each line to the shared-line parser and then to the engine parsers (vllm.py, sglang.py,
-trtllm.py). Whole-file formats (JSON, YAML) go through structured.py. Several inputs from
+trtllm.py). Whole-file formats (JSON, YAML) go through structured.py, load-test results
+(benchmark sweeps) through bench.py. Several inputs from
 different engines are different deployments: group_inputs() splits them.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ import stat
 
 from .. import redact
 from ..evidence.model import Evidence, InputInfo
+from .bench import load_bench, sniff_bench
 from .common_lines import feed_common, finish_lifecycle
 from .gpu import load_gpu, sniff_gpu
 from .prometheus import load_exposition, load_query_range, sniff_prometheus
@@ -194,6 +196,12 @@ def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, starte
         replay.path, replay.display = inp.path, inp.display
         replay.blocks = lambda: iter([data])
         return _note_unreadable(load_gpu(gpu_kind, replay, ev), bad)
+    bench_kind = sniff_bench(head) if first else None
+    if bench_kind:
+        replay = Input.__new__(Input)
+        replay.path, replay.display = inp.path, inp.display
+        replay.blocks = lambda: _chain(first, blocks)
+        return load_bench(bench_kind, replay, ev)
     kind = sniff(head) if first else None
     if kind:
         replay = Input.__new__(Input)
