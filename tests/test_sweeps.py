@@ -204,3 +204,18 @@ def test_a_sweep_as_baseline_flags_the_loads_that_regressed(tmp_path):
     assert s["sweep tpot p50 at concurrency 32"]["verdict"] == "worse"
     same = run_cli("--format", "json", tmp_path / "before", "--baseline", tmp_path / "before", "--fail-on-regression")
     assert same.returncode == 0, same.stderr.decode()
+
+
+def test_genai_perf_csv_is_read_and_its_load_comes_from_the_folder_name(tmp_path):
+    """GenAI-Perf's per-run CSV (quoted thousands, a statistics table then single values) says no
+    load: alone it is read and said to be outside any sweep; in a `…-concurrency16` folder it is
+    the point at 16."""
+    real = BENCH / "genai-perf-nvidia-cloudai-doc-csv" / "profile_genai_perf.csv"
+    d = analyze(real)
+    assert d["inputs"][0]["kind"] == "bench:genai-perf" and "not placed in a sweep" in d["inputs"][0]["errors"][0]
+    run = tmp_path / "artifacts" / "model-openai-chat-concurrency16"
+    run.mkdir(parents=True)
+    (run / real.name).write_bytes(real.read_bytes())
+    p = _sweep(tmp_path / "artifacts")["sweep"]["points"][0]
+    assert p["concurrency"] == 16 and p["ttft_mean_ms"] == pytest.approx(1146.3) and p["ttft_p99_ms"] == pytest.approx(3458.0)
+    assert p["itl_p50_ms"] == pytest.approx(30.1) and p["output_tps"] == pytest.approx(261.2) and p["completed"] == 40

@@ -13,6 +13,9 @@
   `input_config` (`perf_analyzer.stimulus` or `loadgen`).
 - AIPerf sweep summary CSV (`profile_export_aiperf_sweep.csv`): one row per load level,
   `<metric>_mean` columns, followed by free-text sections.
+- GenAI-Perf / AIPerf per-run CSV (`profile_export_genai_perf.csv`): a `Metric,avg,min,max,p99,…`
+  table, then `Metric,Value` (throughputs, request count). It does not say its load: the artifact
+  folder's name does (`…-concurrency16`, `…-request_rate4`).
 
 Per-request arrays (generated texts, prompts) are never kept: only the run's aggregates.
 """
@@ -54,6 +57,8 @@ def sniff_bench(head: bytes) -> str | None:
             return "jsonl"
         return "json"
     first = s.split(b"\n", 1)[0]
+    if first.startswith(b"Metric,avg,") and (b"Time To First Token" in head or b"Output Token Throughput" in head):
+        return "csv-run"
     if (first.startswith((b"concurrency,", b"request_rate,")) and b"_mean" in first
             and (b"output_token_throughput" in first or b"time_to_first_token" in first)):
         return "csv"
@@ -86,6 +91,8 @@ def load_bench(kind: str, inp: Input, ev: Evidence) -> InputInfo:
         items = obj if isinstance(obj, list) else [obj]
         for i, item in enumerate(items):
             points += _points(item, inp.display, 1 if len(items) == 1 else _line_of_item(text, i))
+    elif kind == "csv-run":
+        points = _perf_csv(text, inp.display, info, str(inp.path))
     else:
         points = _csv_points(text, inp.display, info)
     if not points:
@@ -272,3 +279,55 @@ def _csv_points(text: str, source: str, info: InputInfo) -> list[dict]:
                     "e2e_p50_ms": None, "input_len_mean": col("input_sequence_length"),
                     "output_len_mean": col("output_sequence_length")})
     return out
+
+
+_LOAD_IN_PATH = re.compile(r"(concurrency|request[_-]?rate)[_=-]?(\d+(?:\.\d+)?)", re.I)
+_UNIT = re.compile(r"^(.*?)\s*\(([^)]*)\)\s*$")
+_TO_MS = {"ms": 1.0, "us": 1e-3, "ns": 1e-6, "s": 1000.0}
+
+
+def _perf_csv(text: str, source: str, info: InputInfo, path: str) -> list[dict]:
+    """GenAI-Perf's per-run CSV: statistics per metric, then single values; the load from the path."""
+    stats: dict[str, dict] = {}
+    single: dict[str, float | None] = {}
+    header: list[str] | None = None
+    for n, row in enumerate(csv.reader(io.StringIO(text)), 1):
+        if not row or not any(c.strip() for c in row):
+            header = None
+            continue
+        if row[0].strip() == "Metric":
+            header = [c.strip() for c in row[1:]]
+            continue
+        if header is None:
+            info.unrecognised_lines += 1
+            continue
+        m = _UNIT.match(row[0].strip())
+        name, unit = (m.group(1), m.group(2)) if m else (row[0].strip(), "")
+        scale = _TO_MS.get(unit.strip().lower(), 1.0)
+        vals = [_num(c.replace(",", "")) for c in row[1:]]
+        key = name.strip().lower()
+        if header == ["Value"]:
+            single[key] = vals[0] if vals else None
+        else:
+            stats[key] = {h: (x * scale if x is not None else None) for h, x in zip(header, vals)}
+
+    def st(name, stat):
+        return (stats.get(name) or {}).get(stat)
+    load = None
+    for load in _LOAD_IN_PATH.finditer(path):
+        pass
+    if load is None:
+        info.errors.append(f"{source}: the load of this run is not in the file or its folder's name "
+                           f"(GenAI-Perf names it …-concurrencyN): not placed in a sweep")
+    is_rate = bool(load) and not load.group(1).lower().startswith("concurrency")
+    value = float(load.group(2)) if load else None
+    return [{"tool": "aiperf" if "aiperf" in path.lower() else "genai-perf", "source": source, "line": 1,
+             "concurrency": None if is_rate else value, "request_rate": value if is_rate else None,
+             "completed": single.get("request count"), "failed": None,
+             "output_tps": single.get("output token throughput"), "request_tps": single.get("request throughput"),
+             "ttft_mean_ms": st("time to first token", "avg"), "ttft_p50_ms": st("time to first token", "p50"),
+             "ttft_p99_ms": st("time to first token", "p99"), "itl_mean_ms": st("inter token latency", "avg"),
+             "itl_p50_ms": st("inter token latency", "p50"), "itl_p99_ms": st("inter token latency", "p99"),
+             "e2e_p50_ms": st("request latency", "p50"),
+             "input_len_mean": (stats.get("input sequence length") or stats.get("num input token") or {}).get("avg"),
+             "output_len_mean": (stats.get("output sequence length") or stats.get("num output token") or {}).get("avg")}]
