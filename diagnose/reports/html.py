@@ -1,0 +1,172 @@
+"""`--format html`: one self-contained file for a ticket or an incident review.
+
+Verdict, deployment, ranked findings with their evidence (redacted as in every format) and a copy
+button per flag change, the corrected launch command, a load sweep's table, and plots on one
+shared time axis (uPlot, inlined: nothing is fetched from the network, so the file works offline
+and as an attachment). Every text from an input is HTML-escaped; the plot data travels as JSON in
+a `<script type="application/json">` block with `<` escaped, so no log line can close it.
+
+The page records its own script errors and how many plots it drew on `<body>`
+(`data-plots`, `data-errors`): what the browser test reads.
+"""
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from .common import evidence_line, fix_lines, summary_rows, sweep_table, window_rows
+
+VENDOR = Path(__file__).resolve().parent.parent / "data" / "vendor"
+SEV_COLOUR = {"critical": "#b00020", "high": "#d93f0b", "medium": "#b08800", "low": "#1f6feb", "info": "#57606a"}
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1f2328;background:#f6f8fa}
+main{max-width:1200px;margin:0 auto;padding:16px 24px 48px}
+h1{font-size:20px;margin:8px 0} h2{font-size:16px;margin:24px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
+.verdict{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:10px 14px}
+.verdict b{color:#8250df} table{border-collapse:collapse;background:#fff} td,th{border:1px solid #d0d7de;padding:3px 8px;text-align:left}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
+.finding{background:#fff;border:1px solid #d0d7de;border-left:6px solid var(--c);border-radius:6px;padding:10px 14px;margin:10px 0}
+.sev{color:#fff;background:var(--c);border-radius:4px;padding:1px 6px;font-size:12px;text-transform:uppercase}
+code,pre{font:12.5px ui-monospace,SFMono-Regular,Menlo,monospace} pre{background:#f6f8fa;padding:8px;overflow-x:auto;white-space:pre-wrap;word-break:break-all}
+.flag{display:inline-flex;gap:6px;align-items:center;margin:2px 6px 2px 0;background:#ddf4ff;border-radius:4px;padding:1px 6px}
+button.copy{font-size:11px;border:1px solid #8c959f;background:#fff;border-radius:4px;cursor:pointer;padding:0 6px}
+.dim{color:#57606a} .plots{display:grid;grid-template-columns:1fr;gap:6px} .plot{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:4px}
+details summary{cursor:pointer}
+"""
+
+# Plots: one uPlot per panel, cursors synced, times shown as written in the input (UTC wall-clock).
+JS = r"""
+(function(){
+  var errs=[];window.addEventListener('error',function(e){errs.push(String(e.message))});
+  var ce=console.error;console.error=function(){errs.push([].join.call(arguments,' '));ce.apply(console,arguments)};
+  function done(n){document.body.dataset.plots=n;document.body.dataset.errors=errs.length;document.body.dataset.errorText=errs.join(' | ')}
+  document.querySelectorAll('button.copy').forEach(function(b){b.addEventListener('click',function(){
+    var t=b.getAttribute('data-copy');if(navigator.clipboard){navigator.clipboard.writeText(t)}b.textContent='copied'})});
+  var n=0;
+  try{
+    var data=JSON.parse(document.getElementById('plot-data').textContent);
+    var palette=['#0969da','#cf222e','#1a7f37','#8250df','#bf8700','#1b7c83','#953800','#6e7781'];
+    var sync=uPlot.sync('diagnose');
+    data.forEach(function(block){
+      var host=document.getElementById(block.id);if(!host)return;
+      // one time axis for every panel of an analysis: engine stats and GPU samples line up
+      var lo=Infinity,hi=-Infinity;block.panels.forEach(function(p){if(p.time&&p.x.length){lo=Math.min(lo,p.x[0]);hi=Math.max(hi,p.x[p.x.length-1])}});
+      block.panels.forEach(function(p){
+        var div=document.createElement('div');div.className='plot';host.appendChild(div);
+        var opts={title:p.title+(p.unit?' ('+p.unit+')':''),width:Math.max(320,host.clientWidth-12),height:170,
+          scales:{x:(p.time&&hi>lo)?{time:true,range:function(){return[lo,hi]}}:{time:p.time}},cursor:{sync:{key:sync.key}},
+          tzDate:function(ts){return uPlot.tzDate(new Date(ts*1e3),'Etc/UTC')},
+          series:[{}].concat(p.series.map(function(s,i){return{label:s.label,stroke:palette[i%palette.length],width:1.5,spanGaps:false}}))};
+        new uPlot(opts,[p.x].concat(p.series.map(function(s){return s.y})),div);n++;
+      });
+    });
+  }catch(e){errs.push(String(e))}
+  done(n);
+})();
+"""
+
+
+def _e(x) -> str:
+    return html.escape("" if x is None else str(x), quote=True)
+
+
+def _copy(text: str, label: str | None = None) -> str:
+    return (f'<span class="flag"><code>{_e(label or text)}</code>'
+            f'<button class="copy" type="button" data-copy="{_e(text)}" title="copy">copy</button></span>')
+
+
+def _analysis(d: dict, panels: list, idx: int) -> list[str]:
+    v = d.get("verdict") or {}
+    dep = d.get("deployment") or {}
+    out = []
+    who = f"replica {d['instance']}" if d.get("instance") and d["instance"] != "fleet" else (
+        "fleet" if d.get("instance") == "fleet" else dep.get("model") or "unknown model")
+    out.append(f"<h1>{_e(who)} <span class=dim>({_e(dep.get('engine') or 'unknown engine')})</span> — "
+               f"{len(d['findings'])} finding(s)</h1>")
+    out.append('<div class="verdict">Bottleneck: <b>' + _e(v.get("bottleneck")) + "</b>"
+               + (f" <span class=dim>(also: {_e(', '.join(v.get('also') or []))})</span>" if v.get("also") else "") + "<ul>")
+    out += [f"<li>{_e(s)}</li>" for s in v.get("signals", [])]
+    if v.get("window"):
+        out.append(f"<li class=dim>{_e(v['window'])}</li>")
+    for i in d["inputs"]:
+        out += [f"<li class=dim>note: {_e(n)}</li>" for n in i.get("errors") or []]
+    out.append("</ul></div>")
+    rows = summary_rows(dep)
+    if rows:
+        out.append("<h2>Deployment</h2><table>")
+        out += [f"<tr><th>{_e(k)}</th><td><code>{_e(val)}</code></td></tr>" for k, val in rows]
+        out.append("</table>")
+    rows = window_rows(d.get("signals"))
+    if rows:
+        out.append("<h2>Over the whole window</h2><table>")
+        out += [f"<tr><th>{_e(k)}</th><td>{_e(val)}</td></tr>" for k, val in rows]
+        out.append("</table>")
+    if d.get("sweep"):
+        header, srows, notes = sweep_table(d["sweep"])
+        out.append("<h2>Load sweep</h2><table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>")
+        for r in srows:
+            out.append("<tr>" + "".join(f'<td class="{"n" if 0 < i < len(r) - 1 else ""}">{_e(c)}</td>' for i, c in enumerate(r)) + "</tr>")
+        out.append("</table><ul>" + "".join(f"<li class=dim>{_e(n)}</li>" for n in notes) + "</ul>")
+    if panels:
+        out.append(f'<h2>Timeline</h2><div class="plots" id="plots-{idx}"></div>')
+    out.append("<h2>Findings</h2>" if d["findings"] else "<h2>Findings</h2><p>No findings.</p>")
+    for n, f in enumerate(d["findings"], 1):
+        c = SEV_COLOUR.get(f["severity"], "#57606a")
+        out.append(f'<section class="finding" style="--c:{c}" id="f-{idx}-{n}">')
+        out.append(f'<div><span class="sev">{_e(f["severity"])}</span> <b>{_e(f["id"])}</b> '
+                   f'<span class=dim>({_e(f["confidence"])} confidence)</span></div>')
+        out.append(f"<p>{_e(f['title'])}</p>")
+        flags = fix_lines(f["fix"])
+        out.append(f"<p>→ <b>{_e(f['fix_title'])}</b></p>")
+        if flags:
+            out.append("<p>" + "".join(_copy(x) for x in flags) + "</p>")
+        if f["fix"].get("note"):
+            out.append(f"<p class=dim>{_e(f['fix']['note'])}</p>")
+        if f.get("impact"):
+            out.append(f"<p>Impact: {_e(f['impact'])}</p>")
+        if f.get("fix_risk"):
+            out.append(f"<p class=dim>Risk: {_e(f['fix_risk'])}</p>")
+        if f["evidence"]:
+            out.append("<details open><summary>Evidence</summary><pre>"
+                       + "\n".join(_e(evidence_line(e)) for e in f["evidence"]) + "</pre></details>")
+        out.append("</section>")
+    fix = d.get("fix")
+    if fix and fix.get("command"):
+        out.append("<h2>Corrected launch command</h2>" + _copy(fix["command"], "copy the command")
+                   + f"<pre>{_e(fix['command'])}</pre>")
+    notes = "; ".join(f"{i['path']}: {i['lines']} lines, {i['recognised_lines']} recognised" for i in d["inputs"])
+    out.append(f"<p class=dim><small>{_e(notes)} · {len(d['not_applicable'])} rule(s) not applicable · "
+               f"diagnose {_e(d['tool']['version'])}</small></p>")
+    return out
+
+
+def render(parts: list[tuple[dict, list]], comparison: dict | None = None) -> str:
+    """parts: (the analysis as JSON, its plot panels from signals.series.plot_series)."""
+    body, data = [], []
+    for idx, (d, panels) in enumerate(parts):
+        if idx:
+            body.append("<hr>")
+        body += _analysis(d, panels, idx)
+        if panels:
+            data.append({"id": f"plots-{idx}", "panels": panels})
+    if comparison:
+        body.append("<h2>Compared with the baseline</h2><table><tr><th>signal</th><th>before</th><th>after</th>"
+                    "<th>change</th><th>verdict</th></tr>")
+        for name, s in comparison["signals"].items():
+            ch = f"{s['change'] * 100:+.0f} %" if s.get("change") is not None else ""
+            body.append(f"<tr><td>{_e(name)}</td><td class=n>{_e(s['before'])}</td><td class=n>{_e(s['after'])}</td>"
+                        f"<td class=n>{_e(ch)}</td><td><b>{_e(s['verdict'])}</b></td></tr>")
+        body.append(f"</table><p class=dim>{_e(comparison['rule'])}</p>")
+    payload = json.dumps(data, separators=(",", ":"), allow_nan=False, default=str).replace("<", "\\u003c")
+    js_lib = (VENDOR / "uPlot.iife.min.js").read_text(encoding="utf-8")
+    css_lib = (VENDOR / "uPlot.min.css").read_text(encoding="utf-8")
+    title = _e(parts[0][0].get("deployment", {}).get("model") or "diagnose report") if parts else "diagnose report"
+    return ("<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+            "script-src 'unsafe-inline'; img-src data:\">"
+            f"<meta name=viewport content=\"width=device-width,initial-scale=1\"><title>diagnose: {title}</title>"
+            f"<style>{css_lib}{CSS}</style></head><body><main>\n" + "\n".join(body)
+            + f"\n</main><script type=\"application/json\" id=\"plot-data\">{payload}</script>"
+            f"<script>{js_lib}</script><script>{JS}</script></body></html>\n")

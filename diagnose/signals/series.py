@@ -1,0 +1,106 @@
+"""Time series for plots (the HTML report): engine stats and GPU samples on one time axis.
+
+Long inputs are downsampled for drawing with LTTB (largest-triangle-three-buckets, which keeps the
+shape), and every series' own minimum and maximum are kept on top of it: a spike is what an
+operator looks for. Engine stats of several data-parallel engines at one tick are summed (counts
+and rates) or maxed (KV usage), as the verdict reads them.
+"""
+from __future__ import annotations
+
+import math
+from datetime import timezone
+
+MAX_POINTS = 1500
+SUMMED = ("running", "waiting", "prompt_tps", "gen_tps", "preemptions")
+MAXED = ("kv_usage", "ttft_p50", "itl_p50")
+# (panel title, unit, [(column, label)])
+ENGINE_PANELS = [("Requests", "", [("running", "running"), ("waiting", "waiting")]),
+                 ("KV cache usage", "%", [("kv_usage", "KV usage")]),
+                 ("Throughput", "tokens/s", [("prompt_tps", "prompt"), ("gen_tps", "generation")]),
+                 ("Preemptions", "per interval", [("preemptions", "preemptions")]),
+                 ("Latency", "s", [("ttft_p50", "TTFT p50"), ("itl_p50", "ITL p50")])]
+GPU_PANELS = [("GPU SM utilisation", "%", "util"), ("GPU memory controller", "%", "mem_util"), ("GPU power", "W", "power_w")]
+
+
+def _epoch(t) -> float:
+    # Log times carry no zone: shown as written (the report displays UTC wall-clock).
+    return (t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t).timestamp()
+
+
+def lttb(xs: list, ys: list, n: int) -> list[int]:
+    """Indices of `n` points that keep the curve's shape (Steinarsson 2013); None values count as 0."""
+    m = len(xs)
+    if m <= n or n < 3:
+        return list(range(m))
+    y = [v or 0.0 for v in ys]
+    out = [0]
+    every = (m - 2) / (n - 2)
+    a = 0
+    for i in range(n - 2):
+        lo, hi = int(i * every) + 1, int((i + 1) * every) + 1
+        nlo, nhi = hi, min(int((i + 2) * every) + 1, m)
+        ax, ay = xs[a], y[a]
+        cx = sum(xs[nlo:nhi]) / max(nhi - nlo, 1)
+        cy = sum(y[nlo:nhi]) / max(nhi - nlo, 1)
+        best, area = lo, -1.0
+        for j in range(lo, min(hi, m)):
+            ar = abs((ax - cx) * (y[j] - ay) - (ax - xs[j]) * (cy - ay))
+            if ar > area:
+                best, area = j, ar
+        out.append(best)
+        a = best
+    out.append(m - 1)
+    return out
+
+
+def _thin(xs: list, cols: list[list]) -> tuple[list, list[list]]:
+    cols = [[v if isinstance(v, (int, float)) and math.isfinite(v) else None for v in c] for c in cols]
+    if len(xs) <= MAX_POINTS:
+        return xs, cols
+    keep = set(lttb(xs, cols[0], MAX_POINTS))
+    for c in cols:
+        known = [i for i, v in enumerate(c) if v is not None]
+        if known:
+            keep.add(max(known, key=lambda i: c[i]))
+            keep.add(min(known, key=lambda i: c[i]))
+    idx = sorted(keep)
+    return [xs[i] for i in idx], [[c[i] for i in idx] for c in cols]
+
+
+def plot_series(ev) -> list[dict]:
+    """Panels to draw: {"title", "unit", "time": bool, "x": [...], "series": [{"label", "y": [...]}]}."""
+    panels = []
+    rows = ev.stats_rows
+    timed = bool(rows) and all(r.get("time") is not None for r in rows)
+    ticks: dict = {}
+    for i, r in enumerate(rows):
+        agg = ticks.setdefault(_epoch(r["time"]) if timed else i, {})
+        for k in SUMMED:
+            if r.get(k) is not None:
+                agg[k] = agg.get(k, 0.0) + r[k]
+        for k in MAXED:
+            if r.get(k) is not None:
+                agg[k] = max(agg.get(k, r[k]), r[k])
+    xs = sorted(ticks)
+    for title, unit, cols in ENGINE_PANELS:
+        got = [(c, label) for c, label in cols if any(ticks[x].get(c) is not None for x in xs)]
+        if not got:
+            continue
+        px, ys = _thin(xs, [[ticks[x].get(c) for x in xs] for c, _ in got])
+        panels.append({"title": title, "unit": unit, "time": timed, "x": px,
+                       "series": [{"label": label, "y": y} for (_, label), y in zip(got, ys)]})
+    gpu = [r for r in ev.gpu_rows if r.get("time") is not None]
+    if gpu and (timed or not rows):
+        ids = sorted({r.get("gpu", 0) for r in gpu})
+        by = {}
+        for r in gpu:
+            by.setdefault(_epoch(r["time"]), {})[r.get("gpu", 0)] = r
+        gx = sorted(by)
+        for title, unit, col in GPU_PANELS:
+            cols = [[(by[t].get(g) or {}).get(col) for t in gx] for g in ids]
+            if not any(v is not None for c in cols for v in c):
+                continue
+            px, ys = _thin(gx, cols)
+            panels.append({"title": title, "unit": unit, "time": True, "x": px,
+                           "series": [{"label": f"GPU {g}", "y": y} for g, y in zip(ids, ys)]})
+    return panels

@@ -1,0 +1,120 @@
+"""`--format html`, opened in a real headless Chromium with the network blocked: the plots render,
+no script error, the evidence is there, hostile text from a log stays inert text; one file that
+needs nothing from the network; long inputs downsampled with their extremes kept.
+
+The browser is a required part of the suite (scripts/bootstrap --test installs Debian's
+`chromium`): without one these tests fail, they do not skip."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, ROOT, run_cli
+
+ARTIFACTS = ROOT / "tests" / "artifacts"
+
+
+def _browser() -> str:
+    for name in (os.environ.get("DIAGNOSE_BROWSER"), "chromium", "chromium-browser", "google-chrome"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    pytest.fail("no headless browser: install Debian's chromium (sh scripts/bootstrap --test does), "
+                "or point DIAGNOSE_BROWSER at one")
+
+
+def _open(page: Path, screenshot: Path | None = None) -> str:
+    """The page's DOM after its scripts ran, loaded offline: every host resolves nowhere and any
+    proxy request goes to a closed port."""
+    args = [_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--proxy-server=http://127.0.0.1:9", "--virtual-time-budget=5000", "--window-size=1280,2400"]
+    if screenshot:
+        subprocess.run([*args, f"--screenshot={screenshot}", page.as_uri()], capture_output=True, timeout=120)
+    p = subprocess.run([*args, "--dump-dom", page.as_uri()], capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    return p.stdout.decode("utf-8", "replace")
+
+
+def _body(dom: str) -> dict:
+    tag = re.search(r"<body([^>]*)>", dom).group(1)
+    return dict(re.findall(r'data-([a-z-]+)="([^"]*)"', tag))
+
+
+def _report(tmp_path: Path, *inputs) -> Path:
+    out = tmp_path / "report.html"
+    p = run_cli("--format", "html", "-o", out, *inputs)
+    assert p.returncode in (0, 1), p.stderr.decode()
+    return out
+
+
+def test_the_report_renders_every_plot_in_a_browser_offline(tmp_path):
+    page = _report(tmp_path, FIXTURES / "seed003" / "realtime.log", FIXTURES / "seed003" / "dmon.txt")
+    html = page.read_text()
+    # one file: no script, style, font or image from anywhere else
+    assert not re.search(r'(src|href)\s*=\s*"?(https?:)?//', html)
+    assert len(html.encode()) <= 1_500_000
+    ARTIFACTS.mkdir(exist_ok=True)
+    dom = _open(page, screenshot=ARTIFACTS / "html-report-seed003.png")
+    body = _body(dom)
+    assert body.get("errors") == "0", body.get("error-text")
+    # engine panels (requests, KV, throughput) and the GPU ones (SM, memory controller, power)
+    assert int(body["plots"]) >= 5 and dom.count("<canvas") >= int(body["plots"])
+    for rule in ("tp-for-small-model", "cuda-graphs-disabled", "client-bound"):
+        assert rule in dom
+    assert "realtime.log:12:" in dom and "tensor_parallel_size=4" in dom      # evidence lines, file:line
+    assert 'data-copy="--tensor-parallel-size 1 --data-parallel-size 4"' in dom or "data-copy=\"--tensor-parallel-size 1\"" in dom
+    assert (ARTIFACTS / "html-report-seed003.png").stat().st_size > 10_000
+
+
+def test_hostile_text_from_a_log_stays_text(tmp_path):
+    evil = '<script>document.body.dataset.pwned="1"</script></details><img src=x onerror="document.body.dataset.pwned=2">"\'\x07'
+    log = tmp_path / "evil.log"
+    log.write_text(
+        "INFO 11-20 09:00:00 [api_server.py:1] vLLM API server version 0.11.0\n"
+        "ERROR 11-20 09:00:05 [core.py:700] EngineCore failed to start.\n"
+        "ERROR 11-20 09:00:05 [core.py:700] Traceback (most recent call last):\n"
+        f"ERROR 11-20 09:00:05 [core.py:700] RuntimeError: {evil}\n")
+    page = _report(tmp_path, log)
+    dom = _open(page)
+    body = _body(dom)
+    assert "pwned" not in body and body.get("errors") == "0", body
+    assert dom.count("<script") == 3                     # the data block, uPlot, the page's own
+    assert "&lt;script&gt;document.body.dataset.pwned" in dom and "<img src=\"x\"" not in dom
+
+
+def test_sweep_table_and_baseline_comparison_are_in_the_page(tmp_path):
+    import sys
+    sys.path.insert(0, str(ROOT / "bench"))
+    from generate_sweep import write_sweep
+    write_sweep(tmp_path / "before", [1, 2, 4, 8, 16, 32], 16)
+    write_sweep(tmp_path / "after", [1, 2, 4, 8, 16, 32], 4)
+    out = tmp_path / "r.html"
+    p = run_cli("--format", "html", "-o", out, tmp_path / "after", "--baseline", tmp_path / "before")
+    assert p.returncode in (0, 1), p.stderr.decode()
+    html = out.read_text()
+    assert "Load sweep" in html and "◀ knee" in html and "Compared with the baseline" in html
+    assert "sweep output tok/s at concurrency 16" in html
+
+
+def test_long_series_are_downsampled_with_their_extremes_kept():
+    from datetime import datetime, timedelta
+    from diagnose.evidence.model import Evidence
+    from diagnose.signals.series import MAX_POINTS, plot_series
+    ev = Evidence()
+    t0 = datetime(2026, 11, 25, 8, 0, 0)
+    n = 20_000
+    for i in range(n):
+        ev.add_stats({"time": t0 + timedelta(seconds=10 * i), "source": "x", "line": i + 1, "engine_idx": 0,
+                      "running": 10.0 + (i % 7), "waiting": 500.0 if i == 12_345 else 0.0, "kv_usage": 40.0,
+                      "gen_tps": 900.0, "prompt_tps": 300.0})
+    panels = {p["title"]: p for p in plot_series(ev)}
+    req = panels["Requests"]
+    assert len(req["x"]) <= MAX_POINTS + 8
+    assert max(v for v in req["series"][1]["y"] if v is not None) == 500.0      # the one spike of waiting
+    from diagnose.signals.series import _epoch
+    assert req["x"][0] == _epoch(t0) and req["x"][-1] == _epoch(t0 + timedelta(seconds=10 * (n - 1)))
+    assert req["x"] == sorted(req["x"])
