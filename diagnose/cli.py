@@ -101,6 +101,9 @@ def analyze(
     insecure: bool = typer.Option(False, "--insecure", help="do not verify the Prometheus TLS certificate"),
     timeout: float = typer.Option(30.0, "--timeout", metavar="SECONDS", help="seconds to wait for each Prometheus answer"),
     partial: bool = typer.Option(False, "--partial", help="report what was fetched when Prometheus fails part-way"),
+    follow: bool = typer.Option(False, "--follow", help="keep reading the files as they grow (tail -F) and show the diagnosis again every --interval; Ctrl-C for the final report"),
+    watch: Optional[str] = typer.Option(None, "--watch", metavar="DURATION", help="with --prometheus: query again every DURATION (e.g. 30s) over the last --since; Ctrl-C for the final report"),
+    interval: str = typer.Option("5s", "--interval", metavar="DURATION", help="with --follow: how often to look again (e.g. 5s)"),
     version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
                                  help="print the version and exit"),
 ) -> None:
@@ -138,6 +141,8 @@ def analyze(
     if prometheus:
         prom = _prometheus_args(prometheus, since, start_t, end_t, step, match, model, token_file, user,
                                 insecure, timeout, partial)
+    if follow or watch:
+        every, window = _live_options(files, prom, follow, watch, interval, since, format, output)
     kw = dict(rule_dirs=rules, ignore=ignored, year=year, gpu_start=start, gpu_interval=gpu_interval,
               gpu_name=gpu_name, overrides=cfg.rules, targets=tgt or None)
     from .sources.prometheus import PromError
@@ -162,6 +167,8 @@ def analyze(
         before = _baseline_window(baseline_window, prom, kw)
     if fail_on_regression and not (baseline or baseline_window):
         _die("--fail-on-regression needs --baseline or --baseline-window")
+    if follow or watch:
+        return _live(files, prom, kw, every, window, format, fail_on, verbose)
     parts = [(a.to_json(), a.signals.timeline) for a in analyses]
     comparison = None
     if before is not None:
@@ -216,6 +223,40 @@ def analyze(
             code = 1
     if fail_on_regression and comparison and any(s["verdict"] == "worse" for s in comparison["signals"].values()):
         code = 1
+    if code:
+        raise typer.Exit(code)
+
+
+def _live_options(files, prom, follow, watch, interval, since, format, output) -> tuple[float, object]:
+    """(seconds between passes, the --since window) for --follow / --watch; exit 2 on what cannot work."""
+    from .sources.prometheus import parse_since
+    if follow and watch:
+        _die("--follow is for files, --watch for --prometheus: give one")
+    if watch and not prom:
+        _die("--watch needs --prometheus URL (files are followed with --follow)")
+    if follow and not files:
+        _die("--follow needs files to follow")
+    if follow and "-" in files:
+        _die("--follow reads files by name: not stdin (pipe into a file, or use the file itself)")
+    if output:
+        _die("--follow/--watch write to the terminal or, with --format json, JSON Lines on stdout: not with --output")
+    if format not in (Format.terminal, Format.json):
+        _die(f"--follow/--watch show the terminal view or JSON Lines: not --format {format.value}")
+    try:
+        every = parse_since(watch or interval).total_seconds()
+        window = parse_since(since)
+    except ValueError as e:
+        _die(f"--{'watch' if watch else 'interval'}: {e}")
+    if not every > 0:
+        _die("--interval / --watch must be more than 0s")
+    return every, window
+
+
+def _live(files, prom, kw, every, window, format, fail_on, verbose) -> None:
+    from .live import run
+    as_json = format is Format.json or (format is Format.terminal and not sys.stdout.isatty())
+    limit = None if fail_on is FailOn.none else SEVERITIES.index(fail_on.value)
+    code = run(files, prom, kw, every, as_json, window, limit, verbose)
     if code:
         raise typer.Exit(code)
 

@@ -118,3 +118,11 @@ def test_long_series_are_downsampled_with_their_extremes_kept():
     from diagnose.signals.series import _epoch
     assert req["x"][0] == _epoch(t0) and req["x"][-1] == _epoch(t0 + timedelta(seconds=10 * (n - 1)))
     assert req["x"] == sorted(req["x"])
+
+
+def test_several_deployments_get_an_overview_row_each(tmp_path):
+    page = _report(tmp_path, FIXTURES / "mixed")
+    html = page.read_text()
+    overview = html.split("<h1>Overview</h1>", 1)[1].split("</table>", 1)[0]
+    assert overview.count('<tr><td><a href="#a-') >= 2
+    assert all(f'id="a-{i}"' in html for i in range(overview.count('<tr><td><a href="#a-')))

@@ -1137,3 +1137,28 @@ def test_cli_a_restart_in_place_is_named_not_down(prom):
     h = prom.data["healthy"]
     b = _single(_json_ok(_cli_tz("UTC", "--prometheus", prom.url, "--match", h.match, "--format", "json", *_span(h)[2])))
     assert not [e for i in b["inputs"] for e in i.get("errors") or [] if "restarted" in e], b["inputs"]
+
+
+def test_cli_watch_queries_again_every_interval_until_sigint(prom):
+    """--watch: one JSON report per interval over the sliding window, the second with no changes
+    (the same data), then SIGINT: the final report and exit 0."""
+    import selectors
+    import signal
+    d = prom.data["queue_buildup"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1")
+    p = subprocess.Popen([sys.executable, "-m", "diagnose", "--prometheus", prom.url, "--match", d.match, "--since", SINCE,
+                          "--watch", "1s", "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    sel = selectors.DefaultSelector()
+    sel.register(p.stdout, selectors.EVENT_READ)
+    reports = []
+    while len(reports) < 2 and sel.select(timeout=120):
+        line = p.stdout.readline()
+        if not line:
+            break
+        reports.append(json.loads(line))
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert len(reports) == 2, err.decode()[-2000:]
+    assert "queue-buildup" in reports[0]["changes"]["new"] and reports[1]["changes"] == {"new": [], "cleared": []}
+    final = json.loads(out.decode().strip().splitlines()[-1])
+    assert p.returncode == 0 and final["final"] is True and "queue-buildup" in _all_ids(final), err.decode()[-2000:]

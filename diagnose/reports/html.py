@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from pathlib import Path
 
 from .common import evidence_line, fix_lines, summary_rows, sweep_table, window_rows
@@ -32,7 +33,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 code,pre{font:12.5px ui-monospace,SFMono-Regular,Menlo,monospace} pre{background:#f6f8fa;padding:8px;overflow-x:auto;white-space:pre-wrap;word-break:break-all}
 .flag{display:inline-flex;gap:6px;align-items:center;margin:2px 6px 2px 0;background:#ddf4ff;border-radius:4px;padding:1px 6px}
 button.copy{font-size:11px;border:1px solid #8c959f;background:#fff;border-radius:4px;cursor:pointer;padding:0 6px}
-.dim{color:#57606a} .plots{display:grid;grid-template-columns:1fr;gap:6px} .plot{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:4px}
+.dim{color:#57606a} table.kv{columns:2;display:block} table.kv tr{display:table;width:100%;break-inside:avoid} .plots{display:grid;grid-template-columns:1fr;gap:6px} .plot{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:4px}
 details summary{cursor:pointer}
 """
 
@@ -72,6 +73,11 @@ def _e(x) -> str:
     return html.escape("" if x is None else str(x), quote=True)
 
 
+def _t(x) -> str:
+    """Prose from a rule or the verdict: escaped, then its `code spans` shown as code."""
+    return re.sub(r"`([^`<>]+)`", r"<code>\1</code>", _e(x))
+
+
 def _copy(text: str, label: str | None = None) -> str:
     return (f'<span class="flag"><code>{_e(label or text)}</code>'
             f'<button class="copy" type="button" data-copy="{_e(text)}" title="copy">copy</button></span>')
@@ -87,15 +93,42 @@ def _analysis(d: dict, panels: list, idx: int) -> list[str]:
                f"{len(d['findings'])} finding(s)</h1>")
     out.append('<div class="verdict">Bottleneck: <b>' + _e(v.get("bottleneck")) + "</b>"
                + (f" <span class=dim>(also: {_e(', '.join(v.get('also') or []))})</span>" if v.get("also") else "") + "<ul>")
-    out += [f"<li>{_e(s)}</li>" for s in v.get("signals", [])]
+    out += [f"<li>{_t(s)}</li>" for s in v.get("signals", [])]
     if v.get("window"):
         out.append(f"<li class=dim>{_e(v['window'])}</li>")
     for i in d["inputs"]:
         out += [f"<li class=dim>note: {_e(n)}</li>" for n in i.get("errors") or []]
     out.append("</ul></div>")
+    out.append("<h2>Findings</h2>" if d["findings"] else "<h2>Findings</h2><p>No findings.</p>")
+    for n, f in enumerate(d["findings"], 1):
+        c = SEV_COLOUR.get(f["severity"], "#57606a")
+        out.append(f'<section class="finding" style="--c:{c}" id="f-{idx}-{n}">')
+        out.append(f'<div><span class="sev">{_e(f["severity"])}</span> <b>{_e(f["id"])}</b> '
+                   f'<span class=dim>({_e(f["confidence"])} confidence)</span></div>')
+        out.append(f"<p>{_t(f['title'])}</p>")
+        flags = fix_lines(f["fix"])
+        out.append(f"<p>→ <b>{_t(f['fix_title'])}</b></p>")
+        if flags:
+            out.append("<p>" + "".join(_copy(x) for x in flags) + "</p>")
+        if f["fix"].get("note"):
+            out.append(f"<p class=dim>{_t(f['fix']['note'])}</p>")
+        if f.get("impact"):
+            out.append(f"<p>Impact: {_t(f['impact'])}</p>")
+        if f.get("fix_risk"):
+            out.append(f"<p class=dim>Risk: {_t(f['fix_risk'])}</p>")
+        if f["evidence"]:
+            out.append("<details open><summary>Evidence</summary><pre>"
+                       + "\n".join(_e(evidence_line(e)) for e in f["evidence"]) + "</pre></details>")
+        out.append("</section>")
+    fix = d.get("fix")
+    if fix and fix.get("command"):
+        out.append("<h2>Corrected launch command</h2>" + _copy(fix["command"], "copy the command")
+                   + f"<pre>{_e(fix['command'])}</pre>")
+    if panels:
+        out.append(f'<h2>Timeline</h2><div class="plots" id="plots-{idx}"></div>')
     rows = summary_rows(dep)
     if rows:
-        out.append("<h2>Deployment</h2><table>")
+        out.append('<h2>Deployment</h2><table class="kv">')
         out += [f"<tr><th>{_e(k)}</th><td><code>{_e(val)}</code></td></tr>" for k, val in rows]
         out.append("</table>")
     rows = window_rows(d.get("signals"))
@@ -109,33 +142,6 @@ def _analysis(d: dict, panels: list, idx: int) -> list[str]:
         for r in srows:
             out.append("<tr>" + "".join(f'<td class="{"n" if 0 < i < len(r) - 1 else ""}">{_e(c)}</td>' for i, c in enumerate(r)) + "</tr>")
         out.append("</table><ul>" + "".join(f"<li class=dim>{_e(n)}</li>" for n in notes) + "</ul>")
-    if panels:
-        out.append(f'<h2>Timeline</h2><div class="plots" id="plots-{idx}"></div>')
-    out.append("<h2>Findings</h2>" if d["findings"] else "<h2>Findings</h2><p>No findings.</p>")
-    for n, f in enumerate(d["findings"], 1):
-        c = SEV_COLOUR.get(f["severity"], "#57606a")
-        out.append(f'<section class="finding" style="--c:{c}" id="f-{idx}-{n}">')
-        out.append(f'<div><span class="sev">{_e(f["severity"])}</span> <b>{_e(f["id"])}</b> '
-                   f'<span class=dim>({_e(f["confidence"])} confidence)</span></div>')
-        out.append(f"<p>{_e(f['title'])}</p>")
-        flags = fix_lines(f["fix"])
-        out.append(f"<p>→ <b>{_e(f['fix_title'])}</b></p>")
-        if flags:
-            out.append("<p>" + "".join(_copy(x) for x in flags) + "</p>")
-        if f["fix"].get("note"):
-            out.append(f"<p class=dim>{_e(f['fix']['note'])}</p>")
-        if f.get("impact"):
-            out.append(f"<p>Impact: {_e(f['impact'])}</p>")
-        if f.get("fix_risk"):
-            out.append(f"<p class=dim>Risk: {_e(f['fix_risk'])}</p>")
-        if f["evidence"]:
-            out.append("<details open><summary>Evidence</summary><pre>"
-                       + "\n".join(_e(evidence_line(e)) for e in f["evidence"]) + "</pre></details>")
-        out.append("</section>")
-    fix = d.get("fix")
-    if fix and fix.get("command"):
-        out.append("<h2>Corrected launch command</h2>" + _copy(fix["command"], "copy the command")
-                   + f"<pre>{_e(fix['command'])}</pre>")
     notes = "; ".join(f"{i['path']}: {i['lines']} lines, {i['recognised_lines']} recognised" for i in d["inputs"])
     out.append(f"<p class=dim><small>{_e(notes)} · {len(d['not_applicable'])} rule(s) not applicable · "
                f"diagnose {_e(d['tool']['version'])}</small></p>")
@@ -145,7 +151,17 @@ def _analysis(d: dict, panels: list, idx: int) -> list[str]:
 def render(parts: list[tuple[dict, list]], comparison: dict | None = None) -> str:
     """parts: (the analysis as JSON, its plot panels from signals.series.plot_series)."""
     body, data = [], []
+    if len(parts) > 1:          # a fleet or a mixed directory: one row per replica / deployment first
+        body.append("<h1>Overview</h1><table><tr><th>replica / deployment</th><th>bottleneck</th><th>findings</th>"
+                    "<th>first finding</th></tr>")
+        for idx, (d, _) in enumerate(parts):
+            who = d.get("instance") or (d.get("deployment") or {}).get("model") or f"deployment {idx + 1}"
+            top = d["findings"][0] if d["findings"] else None
+            body.append(f'<tr><td><a href="#a-{idx}">{_e(who)}</a></td><td>{_e((d.get("verdict") or {}).get("bottleneck"))}</td>'
+                        f'<td class=n>{len(d["findings"])}</td><td>{_e(top["id"] if top else "")}</td></tr>')
+        body.append("</table>")
     for idx, (d, panels) in enumerate(parts):
+        body.append(f'<a id="a-{idx}"></a>')
         if idx:
             body.append("<hr>")
         body += _analysis(d, panels, idx)
