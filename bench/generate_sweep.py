@@ -25,7 +25,9 @@ INPUT_LEN = 512
 
 def sweep_runs(loads, knee: float | None, fail_from: float | None = None, rate: bool = False,
                model: str = "example/generated-8b") -> list[dict]:
+    from datetime import datetime, timedelta
     runs = []
+    at = datetime(2026, 11, 25, 12, 0, 0)        # runs one after another, 10 s apart
     for c in loads:
         eff = c if knee is None else min(c, knee)
         over = 1.0 if knee is None or c <= knee else c / knee
@@ -36,7 +38,7 @@ def sweep_runs(loads, knee: float | None, fail_from: float | None = None, rate: 
         failed = n // 10 if fail_from is not None and c >= fail_from else 0
         done = n - failed
         runs.append({
-            "date": "20261125-120000", "backend": "vllm", "model_id": model, "tokenizer_id": model,
+            "date": at.strftime("%Y%m%d-%H%M%S"), "backend": "vllm", "model_id": model, "tokenizer_id": model,
             "num_prompts": n, "request_rate": float(c) if rate else "inf", "burstiness": 1.0,
             "max_concurrency": None if rate else c, "duration": done * OUTPUT_LEN / out_tps,
             "completed": done, "failed": failed, "total_input_tokens": done * INPUT_LEN,
@@ -49,6 +51,7 @@ def sweep_runs(loads, knee: float | None, fail_from: float | None = None, rate: 
             "mean_e2el_ms": ttft + tpot * OUTPUT_LEN, "median_e2el_ms": ttft + tpot * OUTPUT_LEN,
             "std_e2el_ms": 10.0, "p99_e2el_ms": (ttft + tpot * OUTPUT_LEN) * 1.3,
         })
+        at += timedelta(seconds=int(runs[-1]["duration"]) + 10)
     return runs
 
 

@@ -219,3 +219,38 @@ def test_genai_perf_csv_is_read_and_its_load_comes_from_the_folder_name(tmp_path
     p = _sweep(tmp_path / "artifacts")["sweep"]["points"][0]
     assert p["concurrency"] == 16 and p["ttft_mean_ms"] == pytest.approx(1146.3) and p["ttft_p99_ms"] == pytest.approx(3458.0)
     assert p["itl_p50_ms"] == pytest.approx(30.1) and p["output_tps"] == pytest.approx(261.2) and p["completed"] == 40
+
+
+def _server_log(runs: list[dict], kv_of) -> str:
+    """A vLLM log of the same runs: a stats line every 5 s of each run, KV usage as `kv_of(load)`."""
+    from datetime import datetime, timedelta
+    lines = ["INFO 11-25 11:59:00 [api_server.py:1] vLLM API server version 0.11.0\n",
+             "INFO 11-25 11:59:01 [core.py:77] Initializing a V1 LLM engine (v0.11.0) with config: model='example/generated-8b', "
+             "max_num_seqs=256, tensor_parallel_size=1\n"]
+    for r in runs:
+        start = datetime.strptime(r["date"], "%Y%m%d-%H%M%S")
+        c = r["max_concurrency"]
+        for k in range(1, int(r["duration"] // 5) + 1):
+            t = start + timedelta(seconds=5 * k)
+            lines.append(f"INFO {t:%m-%d %H:%M:%S} [loggers.py:127] Engine 000: Avg prompt throughput: 100.0 tokens/s, "
+                         f"Avg generation throughput: {r['output_throughput']:.1f} tokens/s, Running: {c} reqs, "
+                         f"Waiting: 0 reqs, GPU KV cache usage: {kv_of(c):.1f}%, Prefix cache hit rate: 0.0%\n")
+    return "".join(lines)
+
+
+def test_with_the_runs_server_log_the_knee_is_explained_by_what_the_server_saw(tmp_path):
+    """The sweep and the server log of the same runs, on one time axis: each point carries the
+    server's running / KV usage during its run, and the knee's limit is read from them."""
+    loads, knee = [2, 4, 8, 16, 32, 64], 16
+    full = tmp_path / "kv"
+    write_sweep(full, loads, knee)
+    runs = sweep_runs(loads, knee)
+    (full / "server.log").write_text(_server_log(runs, lambda c: min(99.0, 6.0 * c)))
+    d = analyze(full, year=2026)
+    by = {p["concurrency"]: p for p in d["sweep"]["points"]}
+    assert by[2]["server_kv_usage_max"] == 12.0 and by[16]["server_kv_usage_max"] == 96.0
+    assert d["sweep"]["limit"] == "kv-capacity"
+    roomy = tmp_path / "compute"
+    write_sweep(roomy, loads, knee)
+    (roomy / "server.log").write_text(_server_log(runs, lambda c: 20.0))
+    assert analyze(roomy, year=2026)["sweep"]["limit"] == "compute"

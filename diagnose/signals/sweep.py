@@ -43,6 +43,7 @@ def _group(points: list[dict]) -> tuple[str, list[dict], int]:
     for load in sorted(at):
         runs = at[load]
         m = {"load": load, "runs": len(runs), "source": runs[0]["source"], "line": runs[0]["line"],
+             "windows": [(r["started"], r["duration_s"]) for r in runs if r.get("started") and r.get("duration_s")],
              "burst": any(r.get("burst") for r in runs), "max_num_seqs": runs[0].get("max_num_seqs")}
         for k in METRICS:
             xs = [r[k] for r in runs if r.get(k) is not None]
@@ -137,8 +138,9 @@ def sweep_signals(ev, sig) -> None:
             if v["sweep_unsaturated"]:
                 top = pts[-1]["load"]
                 v["sweep_extend_to"] = f"{_fmt(2 * top)}{unit} and {_fmt(4 * top)}{unit}"
+    _fuse(ev, pts)
     if knee is not None:
-        _limit(ev, v, pts[knee])
+        _limit(ev, v, pts[knee], pts[j_of_knee] if (j_of_knee := _double_of(pts, knee)) is not None else None)
         _past_knee(v, pts, knee, unit)
     _targets(v, pts, unit)
     _run_at(v, unit)
@@ -201,14 +203,54 @@ def _run_at(v: dict, unit: str) -> None:
         v["sweep_cap_suggested"] = max(1, math.ceil(run_at / dp))
 
 
-def _limit(ev, v: dict, p: dict) -> None:
-    """Why the knee is there: the engine's cap, KV capacity, prefill of long prompts, the GPU."""
+def _fuse(ev, pts: list[dict]) -> None:
+    """The server log's stats during each run (runs that say when they ran, a log that says when
+    its stats were taken): running, waiting and KV usage as the engine saw that load."""
+    from datetime import timedelta
+    rows = [r for r in ev.stats_rows if r.get("time") is not None]
+    if not rows:
+        return
+    for p in pts:
+        inside = [r for r in rows for start, dur in p.get("windows", [])
+                  if start <= r["time"] <= start + timedelta(seconds=dur)]
+        if not inside:
+            continue
+        def col(k):
+            return [r[k] for r in inside if r.get(k) is not None]
+        p["server_samples"] = len(inside)
+        for k, agg in (("running", "mean"), ("waiting", "mean"), ("kv_usage", "max"), ("running", "max")):
+            xs = col(k)
+            if xs:
+                p[f"server_{k}_{agg}"] = round(sum(xs) / len(xs) if agg == "mean" else max(xs), 1)
+
+
+def _limit(ev, v: dict, p: dict, nxt: dict | None = None) -> None:
+    """Why the knee is there: the engine's cap, KV capacity, prefill of long prompts, the GPU.
+    Measured first — the server log during the runs at and past the knee — then the arithmetic."""
     dp = int(v.get("data_parallel_size") or 1)
     load = p["load"]
     if v.get("sweep_axis") != "concurrency":
         v["sweep_limit"] = "unknown"
         return
     cap = v.get("max_num_seqs") or p.get("max_num_seqs")
+    seen = [x for x in (p, nxt) if x and x.get("server_samples")]
+    if seen:
+        kv = max(x.get("server_kv_usage_max") or 0 for x in seen)
+        run_max = max(x.get("server_running_max") or 0 for x in seen)
+        waiting = max(x.get("server_waiting_mean") or 0 for x in seen)
+        if kv >= 90:
+            v["sweep_limit"] = "kv-capacity"
+            v["sweep_limit_why"] = f"the server log shows the KV cache at {kv:g} % during these runs"
+            return
+        if cap and run_max >= 0.95 * cap and waiting >= 1:
+            v["sweep_limit"] = "max_num_seqs"
+            v["sweep_limit_why"] = (f"the server log shows the running batch at its cap ({int(cap)}) with "
+                                    f"{waiting:g} waiting during these runs")
+            return
+        v["sweep_limit"] = "compute"
+        v["sweep_limit_why"] = (f"the server log shows KV usage at most {kv:g} % and the batch below its cap "
+                                f"during these runs: the GPU's batch throughput is the limit")
+        return
     kv_tokens = v.get("kv_cache_tokens")
     per_req = (p.get("input_len_mean") or 0) + (p.get("output_len_mean") or 0)
     if cap and 0.75 <= load / (cap * dp) <= 1.5:
@@ -316,6 +358,8 @@ def sweep_json(sw: dict) -> dict:
                     "itl_p50_ms": _r(p.get("itl_p50_ms")), "itl_mean_ms": _r(p.get("itl_mean_ms")),
                     "completed": _int(p.get("completed")), "failed": _int(p.get("failed")),
                     "meets_targets": p.get("meets_targets"), "runs": p["runs"],
+                    "server_running_mean": p.get("server_running_mean"), "server_waiting_mean": p.get("server_waiting_mean"),
+                    "server_kv_usage_max": p.get("server_kv_usage_max"),
                     "source": p["source"], "line": p["line"]})
     return {"tool": sw["tool"], "axis": sw["axis"], "burst": sw["burst"], "rule": sw["rule"], "points": pts,
             "knee_concurrency": sw["knee"] if conc else None, "knee_request_rate": None if conc else sw["knee"],

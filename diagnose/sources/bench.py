@@ -32,7 +32,7 @@ from .reader import Input, InputError
 
 MAX_BYTES = 64 * 1024 * 1024
 # What a point holds (all optional but the load): the JSON report's `sweep.points[]` and more.
-POINT_FIELDS = ("tool", "source", "line", "model", "workload", "backend", "concurrency", "request_rate", "burst", "completed", "failed",
+POINT_FIELDS = ("tool", "source", "line", "model", "workload", "backend", "started", "duration_s", "concurrency", "request_rate", "burst", "completed", "failed",
                 "output_tps", "request_tps", "ttft_mean_ms", "ttft_p50_ms", "ttft_p99_ms", "tpot_mean_ms",
                 "tpot_p50_ms", "tpot_p99_ms", "itl_mean_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms",
                 "input_len_mean", "output_len_mean", "max_num_seqs")
@@ -167,6 +167,13 @@ def _vllm_sglang(d: dict, source: str, line: int) -> dict:
         p[f"{metric}_p99_ms"] = _num(d.get(f"p99_{metric}_ms"))
     p["e2e_p50_ms"] = _num(d.get("median_e2el_ms", d.get("median_e2e_latency_ms")))
     p["backend"] = _engine_of(d.get("backend"))
+    # When the run happened (the client's clock, as a log's): vLLM writes `date` as %Y%m%d-%H%M%S.
+    if isinstance(d.get("date"), str) and _num(d.get("duration")):
+        from datetime import datetime
+        try:
+            p["started"], p["duration_s"] = datetime.strptime(d["date"], "%Y%m%d-%H%M%S"), _num(d["duration"])
+        except ValueError:
+            pass
     # SGLang writes every run of a session to one file, datasets mixed: the workload tells sweeps apart.
     if isinstance(d.get("dataset_name"), str):
         p["workload"] = d["dataset_name"] + (f" {d.get('random_input_len')}/{d.get('random_output_len')}"
