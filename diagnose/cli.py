@@ -197,8 +197,10 @@ def analyze(
         text = render(analyses, all_rules, {i["id"]: i["reason"] for i in suppressions if i["status"] == "active"})
     elif format is Format.html:
         from .reports.html import render
-        from .signals.series import plot_series
-        text = render([(d, plot_series(a.evidence)) for (d, _), a in zip(parts, analyses)], comparison)
+        from .signals.series import plot_marks, plot_series
+        text = render([(d, plot_series(a.evidence), plot_marks(a.evidence, a.signals, d["findings"]))
+                       for (d, _), a in zip(parts, analyses)], comparison,
+                      before=plot_series(_BASELINE_RUN[0].evidence) if _BASELINE_RUN else None)
     else:
         text = None
     if output:
@@ -367,7 +369,8 @@ def _baseline_window(spec: str, prom: dict, kw: dict) -> dict:
 
 
 def _baseline(paths: list[str], kw: dict) -> dict:
-    """A saved JSON report is used as is; anything else is diagnosed with the same settings."""
+    """A saved JSON report is used as is; anything else is diagnosed with the same settings (the
+    analysis is kept in _BASELINE_RUN for the HTML report's overlay)."""
     import json
     if len(paths) == 1 and paths[0].endswith(".json"):
         try:
@@ -381,7 +384,12 @@ def _baseline(paths: list[str], kw: dict) -> dict:
         if doc is None and not isinstance(err, ValueError):
             _die(f"{paths[0]}: cannot read baseline ({err})")
     from .pipeline import analyze_all
-    return analyze_all(paths, **kw)[0].to_json()
+    run = analyze_all(paths, **kw)[0]
+    _BASELINE_RUN.append(run)
+    return run.to_json()
+
+
+_BASELINE_RUN: list = []      # the baseline's analysis, when it was diagnosed here (not a saved report)
 
 
 def _terminal_text(data, timeline, verbose, comparison=None) -> str:

@@ -126,3 +126,32 @@ def test_several_deployments_get_an_overview_row_each(tmp_path):
     overview = html.split("<h1>Overview</h1>", 1)[1].split("</table>", 1)[0]
     assert overview.count('<tr><td><a href="#a-') >= 2
     assert all(f'id="a-{i}"' in html for i in range(overview.count('<tr><td><a href="#a-')))
+
+
+def test_findings_are_marked_on_the_time_axis_and_the_steady_window_shaded(tmp_path):
+    """The crash's evidence lines carry their time: the plots mark it (beside the steady window the
+    runtime findings rest on), and the page still draws without an error."""
+    import json
+    from datetime import datetime
+    from diagnose.pipeline import analyze_all
+    from diagnose.signals.series import _epoch, plot_marks
+    a = analyze_all([str(FIXTURES / "rules" / "engine-crash" / "fires.log")])[0]
+    m = plot_marks(a.evidence, a.signals, a.to_json()["findings"])
+    crash = [x for x in m["marks"] if x["label"] == "engine-crash"]
+    assert crash and all(x["t"] >= m["band"][1] for x in crash)      # after the steady window
+    page = _report(tmp_path, FIXTURES / "rules" / "engine-crash" / "fires.log")
+    data = json.loads(re.search(r'<script type="application/json" id="plot-data">(.*?)</script>', page.read_text(), re.S).group(1))
+    assert data[0]["marks"] and data[0]["band"] == m["band"]
+    body = _body(_open(page))
+    assert body.get("errors") == "0" and int(body["plots"]) >= 3, body
+
+
+def test_a_baseline_run_is_overlaid_on_the_same_axes(tmp_path):
+    out = tmp_path / "r.html"
+    p = run_cli("--format", "html", "-o", out, FIXTURES / "seed003" / "after.log", "--baseline", FIXTURES / "seed003" / "realtime.log")
+    assert p.returncode in (0, 1), p.stderr.decode()
+    import json
+    data = json.loads(re.search(r'<script type="application/json" id="plot-data">(.*?)</script>', out.read_text(), re.S).group(1))
+    assert {b["title"] for b in data[0]["before"]} >= {"Requests", "Throughput"}
+    body = _body(_open(out))
+    assert body.get("errors") == "0" and int(body["plots"]) >= 3, body

@@ -50,17 +50,32 @@ JS = r"""
     var data=JSON.parse(document.getElementById('plot-data').textContent);
     var palette=['#0969da','#cf222e','#1a7f37','#8250df','#bf8700','#1b7c83','#953800','#6e7781'];
     var sync=uPlot.sync('diagnose');
+    // the steady window the runtime findings rest on (a band) and each finding's timed evidence (a line)
+    function marker(band,marks){return{hooks:{draw:[function(u){var c=u.ctx,b=u.bbox,r=devicePixelRatio||1;c.save();
+      if(band){var x0=u.valToPos(band[0],'x',true),x1=u.valToPos(band[1],'x',true);c.fillStyle='rgba(191,135,0,0.10)';c.fillRect(x0,b.top,x1-x0,b.height)}
+      marks.forEach(function(m,i){var x=u.valToPos(m.t,'x',true);if(x<b.left||x>b.left+b.width)return;c.strokeStyle='#cf222e';c.setLineDash([4*r,3*r]);
+        c.beginPath();c.moveTo(x,b.top);c.lineTo(x,b.top+b.height);c.stroke();c.setLineDash([]);c.fillStyle='#cf222e';c.font=(10*r)+'px sans-serif';
+        var w=c.measureText(m.label).width,tx=x+3*r+w>b.left+b.width?x-3*r-w:x+3*r;c.fillText(m.label,tx,b.top+(12+10*(i%3))*r)});c.restore()}]}}}
     data.forEach(function(block){
       var host=document.getElementById(block.id);if(!host)return;
       // one time axis for every panel of an analysis: engine stats and GPU samples line up
       var lo=Infinity,hi=-Infinity;block.panels.forEach(function(p){if(p.time&&p.x.length){lo=Math.min(lo,p.x[0]);hi=Math.max(hi,p.x[p.x.length-1])}});
+      // a crash a few seconds after the last stats line is still on the axis (marks far outside it are not)
+      (block.marks||[]).forEach(function(m){if(hi>lo&&m.t>=lo-(hi-lo)*0.2&&m.t<=hi+(hi-lo)*0.2){lo=Math.min(lo,m.t);hi=Math.max(hi,m.t)}});
       block.panels.forEach(function(p){
         var div=document.createElement('div');div.className='plot';host.appendChild(div);
         var opts={title:p.title+(p.unit?' ('+p.unit+')':''),width:Math.max(320,host.clientWidth-12),height:170,
           scales:{x:(p.time&&hi>lo)?{time:true,range:function(){return[lo,hi]}}:{time:p.time}},cursor:{sync:{key:sync.key}},
           tzDate:function(ts){return uPlot.tzDate(new Date(ts*1e3),'Etc/UTC')},
           series:[{}].concat(p.series.map(function(s,i){return{label:s.label,stroke:palette[i%palette.length],width:1.5,spanGaps:false}}))};
-        new uPlot(opts,[p.x].concat(p.series.map(function(s){return s.y})),div);n++;
+        if(p.time)opts.plugins=[marker(block.band,block.marks||[])];
+        var rows=[p.x].concat(p.series.map(function(s){return s.y}));
+        // the baseline, from the same start: its elapsed time laid on this run's axis, dashed
+        var bp=(block.before||[]).filter(function(b){return b.title===p.title&&b.x.length&&p.x.length})[0];
+        if(bp){var shift=p.x[0]-bp.x[0];
+          rows=uPlot.join([rows,[bp.x.map(function(x){return x+shift})].concat(bp.series.map(function(s){return s.y}))]);
+          bp.series.forEach(function(s,i){opts.series.push({label:'before: '+s.label,stroke:palette[i%palette.length],dash:[5,4],width:1,spanGaps:true})})}
+        new uPlot(opts,rows,div);n++;
       });
     });
   }catch(e){errs.push(String(e))}
@@ -148,25 +163,28 @@ def _analysis(d: dict, panels: list, idx: int) -> list[str]:
     return out
 
 
-def render(parts: list[tuple[dict, list]], comparison: dict | None = None) -> str:
-    """parts: (the analysis as JSON, its plot panels from signals.series.plot_series)."""
+def render(parts: list[tuple], comparison: dict | None = None, before: list | None = None) -> str:
+    """parts: (the analysis as JSON, its plot panels from signals.series.plot_series, and what
+    signals.series.plot_marks marks on them). `before`: the baseline's panels, overlaid on the first
+    analysis' plots from the same start (elapsed time), dashed."""
     body, data = [], []
     if len(parts) > 1:          # a fleet or a mixed directory: one row per replica / deployment first
         body.append("<h1>Overview</h1><table><tr><th>replica / deployment</th><th>bottleneck</th><th>findings</th>"
                     "<th>first finding</th></tr>")
-        for idx, (d, _) in enumerate(parts):
+        for idx, (d, *_) in enumerate(parts):
             who = d.get("instance") or (d.get("deployment") or {}).get("model") or f"deployment {idx + 1}"
             top = d["findings"][0] if d["findings"] else None
             body.append(f'<tr><td><a href="#a-{idx}">{_e(who)}</a></td><td>{_e((d.get("verdict") or {}).get("bottleneck"))}</td>'
                         f'<td class=n>{len(d["findings"])}</td><td>{_e(top["id"] if top else "")}</td></tr>')
         body.append("</table>")
-    for idx, (d, panels) in enumerate(parts):
+    for idx, (d, panels, marks) in enumerate(parts):
         body.append(f'<a id="a-{idx}"></a>')
         if idx:
             body.append("<hr>")
         body += _analysis(d, panels, idx)
         if panels:
-            data.append({"id": f"plots-{idx}", "panels": panels})
+            data.append({"id": f"plots-{idx}", "panels": panels, **(marks or {}),
+                         **({"before": before} if before and idx == 0 else {})})
     if comparison:
         body.append("<h2>Compared with the baseline</h2><table><tr><th>signal</th><th>before</th><th>after</th>"
                     "<th>change</th><th>verdict</th></tr>")

@@ -104,3 +104,27 @@ def plot_series(ev) -> list[dict]:
             panels.append({"title": title, "unit": unit, "time": True, "x": px,
                            "series": [{"label": f"GPU {g}", "y": y} for g, y in zip(ids, ys)]})
     return panels
+
+
+def plot_marks(ev, sig, findings: list[dict]) -> dict:
+    """What to mark on the plots: the steady window the runtime findings rest on (a band), and
+    each finding's evidence lines that carry a time (crashes, OOMs, preemptions, stats lines)."""
+    when: dict = {}
+    for evs in ev.events.values():
+        for e in evs:
+            if getattr(e, "time", None) is not None:
+                when[(e.source, e.line)] = e.time
+    for r in ev.stats_rows:
+        if r.get("time") is not None:
+            when[(r.get("source"), r.get("line"))] = r["time"]
+    marks, seen = [], set()
+    for f in findings:
+        for e in f.get("evidence", []):
+            t = when.get((e.get("source"), e.get("line")))
+            if t is not None and (f["id"], t) not in seen:
+                seen.add((f["id"], t))
+                marks.append({"t": _epoch(t), "label": f["id"]})
+    band = None
+    if getattr(sig, "steady_range", None) and all(x is not None for x in sig.steady_range):
+        band = [_epoch(sig.steady_range[0]), _epoch(sig.steady_range[1])]
+    return {"band": band, "marks": marks[:50]}
