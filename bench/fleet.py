@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from diagnose.engine.rules import load_rules  # noqa: E402
+from diagnose.ruleset.rules import load_rules  # noqa: E402
 from diagnose.evidence.model import Evidence, InputInfo  # noqa: E402
 from diagnose.pipeline import analyze_fleet  # noqa: E402
 

@@ -290,7 +290,7 @@ def _on_alarm(signum, frame):
 
 class Checker:
     def __init__(self):
-        from diagnose.engine.rules import load_rules
+        from diagnose.ruleset.rules import load_rules
         self.rules = load_rules()
 
     def load(self, path: str):

@@ -1,4 +1,4 @@
-"""Where diagnose keeps what it parses between runs: the parsed rule files (engine/rules). (The C
+"""Where diagnose keeps what it parses between runs: the parsed rule files (ruleset/rules). (The C
 scanner is built at install, beside its source: nothing is compiled into this cache.)
 
 The directory is $XDG_CACHE_HOME/diagnose when XDG_CACHE_HOME is an absolute path, else

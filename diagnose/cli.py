@@ -109,11 +109,12 @@ def analyze(
 ) -> None:
     from . import redact
     from .config import ConfigError, load_config
-    from .engine.rules import RuleError
+    from .ruleset.rules import RuleError
     from .pipeline import analyze_all, combined_json
     from .sources import InputError
 
     redact.ENABLED = not no_redact
+    _BASELINE_RUN.clear()           # one command, one baseline (the CLI may run in-process more than once)
     try:
         cfg = load_config(config)
     except ConfigError as e:
@@ -152,7 +153,7 @@ def analyze(
     except (InputError, RuleError, PromError) as e:
         _die(str(e))
     all_rules = analyses[0].rules
-    from .engine.rules import RETIRED_IDS
+    from .ruleset.rules import RETIRED_IDS
     known = {r.id for r in all_rules} | set(RETIRED_IDS)
     unknown = sorted(cli_ignored - known)
     if unknown:
@@ -177,32 +178,11 @@ def analyze(
     suppressions = cfg.ignores
     for d, _ in parts:
         d["suppressions"] = suppressions
-    if format is Format.json:
-        from .reports.json_report import render
-        doc = combined_json(analyses)
-        doc["suppressions"] = suppressions
-        if comparison is not None:
-            doc["comparison"] = comparison
-        text = render(doc)
-    elif format is Format.markdown:
-        from .reports.markdown import render, render_comparison
-        text = "\n---\n\n".join(render(d, t) for d, t in parts)
-        if comparison is not None:
-            text += render_comparison(comparison)
-    elif format is Format.sarif:
-        from .reports.sarif import render
-        text = render(analyses, all_rules)
-    elif format is Format.junit:
-        from .reports.junit import render
-        text = render(analyses, all_rules, {i["id"]: i["reason"] for i in suppressions if i["status"] == "active"})
-    elif format is Format.html:
-        from .reports.html import render
-        from .signals.series import plot_marks, plot_series
-        text = render([(d, plot_series(a.evidence), plot_marks(a.evidence, a.signals, d["findings"]))
-                       for (d, _), a in zip(parts, analyses)], comparison,
-                      before=plot_series(_BASELINE_RUN[0].evidence) if _BASELINE_RUN else None)
-    else:
-        text = None
+    from .reports import RENDERERS, ReportRun
+    renderer = RENDERERS.get(format.value)          # the terminal view has no entry: it prints
+    text = renderer(ReportRun(analyses=analyses, parts=parts, doc=combined_json(analyses), rules=all_rules,
+                              comparison=comparison, suppressions=suppressions,
+                              before=_BASELINE_RUN[0] if _BASELINE_RUN else None)) if renderer else None
     if output:
         _write_atomic(output, text if text is not None else "".join(_terminal_text(d, t, verbose, comparison) for d, t in parts))
     if text is not None and not output:
@@ -445,7 +425,7 @@ rules_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exce
 def rules(rule_id: Optional[str] = typer.Argument(None, metavar="[RULE_ID]", show_default=False,
                                                   help="a rule id, e.g. tp-for-small-model"),
           signals: bool = typer.Option(False, "--signals", help="list every signal a rule may name, with its unit and source")) -> None:
-    from .engine.rules import RETIRED_IDS, RuleError, load_rules, signal_catalogue
+    from .ruleset.rules import RETIRED_IDS, RuleError, load_rules, signal_catalogue
     from .reports.ruledocs import rule_doc, rule_table
     if signals:
         cat = signal_catalogue()

@@ -43,7 +43,7 @@ def run(files: list[str], prom: dict | None, kw: dict, interval_s: float, as_jso
     from .pipeline import analyze_all, combined_json
     from .sources import InputError
     from .sources.prometheus import PromError
-    from .engine.rules import RuleError
+    from .ruleset.rules import RuleError
 
     # Every pass reads the whole file: the bulk path (the C scanner) from the first megabyte, not
     # only for big logs, so a log growing by 10,000 lines/s costs a few % of a core, not a third.

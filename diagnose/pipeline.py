@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import __version__
-from .engine.rules import Rule, load_rules
-from .engine.runner import run_rules
+from .ruleset.rules import Rule, load_rules
+from .ruleset.runner import run_rules
 from .evidence.model import FACT_NAMES, EXTRA_FACTS, Evidence
 from .findings.model import Result
 from .findings.reconcile import reconcile

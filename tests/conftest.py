@@ -69,7 +69,7 @@ def run_json(*args) -> dict:
 
 @pytest.fixture(scope="session")
 def rules():
-    from diagnose.engine.rules import load_rules
+    from diagnose.ruleset.rules import load_rules
     return load_rules()
 
 

@@ -30,7 +30,7 @@ def need_cc():
 # (1) last use -------------------------------------------------------------------------------
 
 def test_parsed_rules_are_kept_by_last_use(tmp_path, monkeypatch):
-    from diagnose.engine import rules
+    from diagnose.ruleset import rules
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(rules._ParsedFiles, "KEEP", 3)
     texts = {k: f'id = "{k}"\n' for k in "abcd"}
@@ -79,7 +79,7 @@ def test_a_group_writable_cache_dir_of_ones_own_is_tightened(tmp_path):
 
 
 def test_a_cache_dir_of_someone_else_is_not_written(tmp_path, monkeypatch):
-    from diagnose.engine import rules
+    from diagnose.ruleset import rules
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(rules, "private_dir", lambda d, create=True: False)
     parsed = rules._ParsedFiles()
@@ -100,7 +100,7 @@ def test_a_cache_dir_owned_by_another_user_is_not_used(tmp_path):
 
 def test_parsed_rules_from_a_file_others_can_write_are_not_used(tmp_path, monkeypatch):
     import json
-    from diagnose.engine import rules
+    from diagnose.ruleset import rules
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     text = 'id = "x"\n'
     first = rules._ParsedFiles()
@@ -118,7 +118,7 @@ def test_parsed_rules_from_a_file_others_can_write_are_not_used(tmp_path, monkey
 
 def test_a_relative_xdg_cache_home_is_ignored(tmp_path, monkeypatch):
     from diagnose.cachedir import cache_dir
-    from diagnose.engine.rules import _ParsedFiles
+    from diagnose.ruleset.rules import _ParsedFiles
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
     home_cache = tmp_path / "home" / ".cache" / "diagnose"

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from conftest import FIXTURES, ROOT, run_cli
-from diagnose.engine.rules import load_rules
+from diagnose.ruleset.rules import load_rules
 
 BEFORE = FIXTURES / "seed003" / "realtime.log"
 AFTER = FIXTURES / "seed003" / "after.log"

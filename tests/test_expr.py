@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.engine.expr import UNKNOWN, ExprError, compile_expr, evaluate, is_unknown
-from diagnose.engine.rules import RuleError, load_rule
+from diagnose.ruleset.expr import UNKNOWN, ExprError, compile_expr, evaluate, is_unknown
+from diagnose.ruleset.rules import RuleError, load_rule
 
 
 def ev(text, **names):

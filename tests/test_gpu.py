@@ -124,7 +124,7 @@ def test_saved_live_samples_are_read_back(tmp_path):
 
 
 def test_board_table_covers_the_issue_list():
-    from diagnose.signals.boards import lookup
+    from diagnose.capacity.boards import lookup
     for name in ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA B200", "NVIDIA A100-SXM4-80GB", "NVIDIA L40S",
                  "NVIDIA L4", "NVIDIA A10", "NVIDIA GeForce RTX 4090", "NVIDIA RTX 4000 Ada Generation",
                  "NVIDIA GB10", "NVIDIA Jetson AGX Thor"):

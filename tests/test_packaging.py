@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, on_a_terminal
-from diagnose.engine.rules import load_rules
+from diagnose.ruleset.rules import load_rules
 
 
 def _wheel(out: Path, **env) -> tuple[Path, str]:

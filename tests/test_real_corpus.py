@@ -49,7 +49,7 @@ def test_corpus_has_six_tensorrt_llm_logs():
 
 
 def test_every_case_is_complete_and_from_an_allowed_repository():
-    from diagnose.engine.rules import RETIRED_IDS, load_rules
+    from diagnose.ruleset.rules import RETIRED_IDS, load_rules
     ids = {r.id for r in load_rules()} | set(RETIRED_IDS)
     reserved = {r.lower() for r in RESERVED}
     for c in CASES:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import ROOT, analyze
-from diagnose.engine.rules import load_rules
+from diagnose.ruleset.rules import load_rules
 
 RULES = load_rules()
 CASES = [(r.id, i, c) for r in RULES for i, c in enumerate(r.cases)]

@@ -5,7 +5,7 @@ import json
 import re
 
 from conftest import FIXTURES, run_cli
-from diagnose.engine.rules import DOC_SECTIONS, load_rules
+from diagnose.ruleset.rules import DOC_SECTIONS, load_rules
 
 ISSUE2_IDS = {
     "cuda-graphs-disabled", "tp-over-pcie", "tp-for-small-model", "over-parallelized-replicas",
@@ -133,7 +133,7 @@ def test_rules_signals_lists_every_name_the_rules_use_with_unit_and_source():
         trees = [r.condition, *r.templates.values(), *(t for t, _ in r.severity_if), *(t for t, _ in r.confidence_if)]
         used |= {n.id for t in trees for n in ast.walk(t) if isinstance(n, ast.Name)} | set(r.requires)
         used -= set(r.params)
-    from diagnose.engine.expr import FUNCS
+    from diagnose.ruleset.expr import FUNCS
     used -= set(FUNCS) | {"known"}
     assert used <= set(listed), sorted(used - set(listed))
     assert "s  ·  engine log / metrics" in listed["ttft_p95_s"] and "fact" in listed["tensor_parallel_size"]
@@ -146,7 +146,7 @@ def test_every_signal_the_signals_layer_gives_is_catalogued():
     (scripts/signal-catalogue) before a rule can name it."""
     import runpy
     from conftest import ROOT
-    from diagnose.engine.rules import signal_catalogue
+    from diagnose.ruleset.rules import signal_catalogue
     collect = runpy.run_path(str(ROOT / "scripts" / "signal-catalogue"))["collect"]
     names = {n for n in collect(skip=("real", "samples")) if re.fullmatch(r"[a-z_][a-z0-9_]*", n)}
     missing = sorted(names - set(signal_catalogue()))

@@ -2,7 +2,7 @@
 roofline arithmetic behind `diagnose capacity` ("is this the config, or the hardware's limit?")."""
 from __future__ import annotations
 
-from .math import (DTYPE_BYTES, GIB, LINKS, CapacityError, capacity, dtype_bytes, judge,
+from .arithmetic import (DTYPE_BYTES, GIB, LINKS, CapacityError, capacity, dtype_bytes, judge,
                    kv_bytes_per_token_per_layer, kv_heads_per_gpu)
 from .models import (ModelError, ModelFacts, from_config_dict, from_config_json, from_partial, lookup,
                      resolve, table)

@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from .math import GIB, CapacityError, capacity
+from .arithmetic import GIB, CapacityError, capacity
 from .models import ModelError, resolve
 
 
@@ -91,7 +91,7 @@ def _render(facts, gpu_name, tp, pp, dp, context, r) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from diagnose.signals.boards import lookup as board_lookup
+    from diagnose.capacity.boards import lookup as board_lookup
 
     board = (board_lookup(gpu_name) if gpu_name else None) or {}
     c = Console(highlight=False, emoji=False, soft_wrap=True)

@@ -7,7 +7,7 @@ flag and says which finding owns it. `defers_to` folds a finding's fix into anot
 """
 from __future__ import annotations
 
-from ..engine.rules import Rule
+from ..ruleset.rules import Rule
 from .command import apply_fix, base_command
 from .model import Fix, Result
 

@@ -6,7 +6,7 @@ input holds no runtime evidence at all).
 """
 from __future__ import annotations
 
-from ..engine.runner import fmt
+from ..values import fmt
 
 
 def decide(values: dict, findings: list) -> dict:

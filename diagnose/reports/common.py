@@ -1,7 +1,7 @@
 """Pieces every report format shares: sparklines, the deployment summary, evidence lines."""
 from __future__ import annotations
 
-from ..engine.runner import fmt
+from ..values import fmt
 
 BARS = "▁▂▃▄▅▆▇█"
 SUMMARY_FACTS = [

@@ -142,9 +142,9 @@ def _roofline(v: dict) -> None:
     if not v.get("model"):
         return
     try:
-        from ..capacity.math import capacity, dtype_bytes, kv_bytes_per_token_per_layer, kv_dtype_for, kv_heads_per_gpu
+        from ..capacity.arithmetic import capacity, dtype_bytes, kv_bytes_per_token_per_layer, kv_dtype_for, kv_heads_per_gpu
         from ..capacity.models import from_partial
-        from .boards import lookup
+        from ..capacity.boards import lookup
         model = from_partial({k: v.get(k) for k in ("dtype", "quantization", "max_model_len")}, name=v["model"])
         if model is None:
             return

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..evidence.model import Evidence
-from .boards import lookup
+from ..capacity.boards import lookup
 
 LINK_PCIE = {"PIX", "PXB", "PHB", "NODE", "SYS"}
 

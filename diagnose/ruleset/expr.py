@@ -11,6 +11,8 @@ import ast
 import math
 import operator
 
+from ..values import UNKNOWN, is_unknown  # noqa: F401  (rules and the runner import them from here too)
+
 MAX_LEN = 600
 MAX_DEPTH = 24
 MAX_POW = 64
@@ -20,22 +22,6 @@ class ExprError(ValueError):
     """A rule expression outside the grammar; the message says what and where."""
 
 
-class _Unknown:
-    _inst = None
-
-    def __new__(cls):
-        if cls._inst is None:
-            cls._inst = super().__new__(cls)
-        return cls._inst
-
-    def __repr__(self):
-        return "UNKNOWN"
-
-    def __bool__(self):
-        raise TypeError("UNKNOWN has no truth value")
-
-
-UNKNOWN = _Unknown()
 
 
 def _known(x):
@@ -165,6 +151,3 @@ def _ev(n, names):
         return tuple(_ev(x, names) for x in n.elts)
     raise ExprError(f"`{t.__name__}` is not allowed")  # unreachable after _check
 
-
-def is_unknown(x) -> bool:
-    return not _known(x)

@@ -8,7 +8,8 @@ from __future__ import annotations
 from ..evidence.model import Evidence
 from ..findings.model import Finding, Fix, Result
 from ..signals.derive import Signals
-from .expr import evaluate, is_unknown
+from ..values import fmt, is_unknown  # noqa: F401  (fmt: reports used to import it from here)
+from .expr import evaluate
 from .rules import TEMPLATE, Rule
 
 MAX_EVENT_LINES = 3
@@ -74,18 +75,6 @@ def _flag_values(rule: Rule, spec: dict, vals: dict) -> dict:
         else:
             out[flag] = render(rule, text, vals)
     return out
-
-
-def fmt(v) -> str:
-    if is_unknown(v):
-        return "?"
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, float):
-        if v.is_integer() and abs(v) < 1e15:
-            return str(int(v))
-        return f"{v:.3g}" if abs(v) < 100 else f"{v:,.0f}"
-    return str(v)
 
 
 def _first_true(pairs: list, vals: dict, default: str) -> str:

@@ -1,6 +1,6 @@
 """Loading rule files: one TOML file per rule under rules/<domain>/<id>.toml.
 
-A rule file is data: its expressions are compiled by engine.expr (whitelisted grammar) and a
+A rule file is data: its expressions are compiled by ruleset.expr (whitelisted grammar) and a
 bad file is rejected with an error naming the file and line.
 """
 from __future__ import annotations

@@ -92,7 +92,7 @@ def capacity(model, gpu, tp: int = 1, pp: int = 1, dp: int = 1, context: int = 4
     if no_board:            # the KV arithmetic needs no board; the speed bounds and the fit do
         gpu = {}
     elif isinstance(gpu, str) or gpu is None:
-        from diagnose.signals.boards import lookup as board_lookup
+        from diagnose.capacity.boards import lookup as board_lookup
         name = gpu
         gpu = board_lookup(gpu)
         if gpu is None:

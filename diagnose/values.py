@@ -1,0 +1,40 @@
+"""The ground floor every layer may use: the unknown value and how a value is shown.
+
+A signal that cannot be derived is None or UNKNOWN, never 0 (rules that need it are then not
+applicable); `fmt` is how any number reaches a report. The rule runner (ruleset/), findings and reports all
+import these from here, so no layer reaches up into the rule runner for them."""
+from __future__ import annotations
+
+
+class _Unknown:
+    _inst = None
+
+    def __new__(cls):
+        if cls._inst is None:
+            cls._inst = super().__new__(cls)
+        return cls._inst
+
+    def __repr__(self):
+        return "UNKNOWN"
+
+    def __bool__(self):
+        raise TypeError("UNKNOWN has no truth value")
+
+
+UNKNOWN = _Unknown()
+
+
+def is_unknown(x) -> bool:
+    return x is UNKNOWN or x is None
+
+
+def fmt(v) -> str:
+    if is_unknown(v):
+        return "?"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float):
+        if v.is_integer() and abs(v) < 1e15:
+            return str(int(v))
+        return f"{v:.3g}" if abs(v) < 100 else f"{v:,.0f}"
+    return str(v)
