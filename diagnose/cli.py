@@ -15,7 +15,7 @@ import typer
 
 from . import __version__
 
-SEVERITIES = ["critical", "high", "medium", "low", "info"]
+from .values import SEVERITIES
 
 
 class Format(str, Enum):

@@ -122,7 +122,7 @@ def run(files: list[str], prom: dict | None, kw: dict, interval_s: float, as_jso
         for a, d in zip(analyses, docs):
             render(d, console, a.signals.timeline, verbose)
     if fail_limit is not None:
-        from .cli import SEVERITIES
+        from .values import SEVERITIES
         if any(SEVERITIES.index(f["severity"]) <= fail_limit for d in docs for f in d["findings"]):
             return 1
     return 0

@@ -7,7 +7,7 @@ from . import __version__
 from .ruleset.rules import Rule, load_rules
 from .ruleset.runner import run_rules
 from .evidence.model import FACT_NAMES, EXTRA_FACTS, Evidence
-from .findings.model import Result
+from .ruleset.result import Result
 from .findings.reconcile import reconcile
 from .findings.verdict import decide
 from .signals.derive import Signals, derive

@@ -5,6 +5,8 @@ applicable); `fmt` is how any number reaches a report. The rule runner (ruleset/
 import these from here, so no layer reaches up into the rule runner for them."""
 from __future__ import annotations
 
+SEVERITIES = ("critical", "high", "medium", "low", "info")      # most severe first: --fail-on compares indices
+
 
 class _Unknown:
     _inst = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..ruleset.rules import Rule
 from .command import apply_fix, base_command
-from .model import Fix, Result
+from ..ruleset.result import Fix, Result
 
 
 def reconcile(result: Result, rules: dict[str, Rule], settings: dict, facts: dict) -> Result:

@@ -17,7 +17,7 @@ from pathlib import Path
 from ..cachedir import cache_dir, private_dir, private_file
 from .expr import ExprError, compile_expr
 
-SEVERITIES = ("critical", "high", "medium", "low", "info")
+from ..values import SEVERITIES  # noqa: E402,F401  (rule files name them)
 CONFIDENCES = ("high", "medium", "low")
 ENGINES = ("vllm", "sglang", "trtllm")
 # Ids that no longer produce findings but stay valid for --ignore and configs (ids are public API).

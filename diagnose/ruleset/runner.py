@@ -6,7 +6,7 @@ pass); a rule that raises becomes an error entry and the run goes on.
 from __future__ import annotations
 
 from ..evidence.model import Evidence
-from ..findings.model import Finding, Fix, Result
+from .result import Finding, Fix, Result
 from ..signals.derive import Signals
 from ..values import fmt, is_unknown  # noqa: F401  (fmt: reports used to import it from here)
 from .expr import evaluate

@@ -1,4 +1,6 @@
-"""Findings: what the rules concluded, ranked and reconciled, ready for any report."""
+"""What running the rules yields: findings (with evidence and a fix), the rules not applicable, passed
+or broken. Defined beside the runner that makes them; findings/ ranks and reconciles them, reports/
+shows them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
