@@ -108,8 +108,8 @@ def analyze_prometheus(p: dict, rules, ignore, overrides, targets) -> list[Analy
                          lines=len(ev.stats_rows), recognised_lines=len(ev.stats_rows))
         info.errors.extend(notes)
         ev.inputs.append(info)
-        from .sources import _derive_facts
-        _derive_facts(ev)
+        from .evidence.finish import finish
+        finish(ev)
     end = p.get("end")
     if end is not None and end.tzinfo is not None:     # the evidence's times are naive UTC
         from datetime import timezone

@@ -130,3 +130,13 @@ def test_board_table_covers_the_issue_list():
                  "NVIDIA GB10", "NVIDIA Jetson AGX Thor"):
         b = lookup(name)
         assert b and b["memory_gib"] > 0 and b["bandwidth_gbs"] > 0 and b["tdp_w"] > 0 and b["sources"], name
+
+
+def test_a_logs_events_move_to_the_gpu_samples_year_with_its_stats():
+    """vLLM lines carry no year; dmon's dates correct the assumed one for the stats, and for the
+    log's events too (start-up lines, crashes): one year per log, so both sit on one time axis."""
+    from diagnose.pipeline import analyze_all
+    ev = analyze_all([str(FIXTURES / "seed003" / "realtime.log"), str(FIXTURES / "seed003" / "dmon.txt")])[0].evidence
+    gpu_year = min(r["time"] for r in ev.gpu_rows if r.get("time")).year
+    assert {r["time"].year for r in ev.stats_rows if r.get("time")} == {gpu_year}
+    assert {e.time.year for evs in ev.events.values() for e in evs if e.time} == {gpu_year}

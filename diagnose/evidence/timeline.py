@@ -34,14 +34,21 @@ def align_gpu(ev: Evidence, gpu_start: datetime | None = None, interval: float =
         dated = [r["time"] for r in ev.gpu_rows if r.get("time") is not None]
     if dated and ev.year_guessed:
         year = min(dated).year
+
+        def reyear(t, source):
+            base = ev.year_guessed.get(source)
+            if base is None or t is None or year == base:
+                return t
+            try:
+                return t.replace(year=t.year - base + year)
+            except ValueError:      # 29 February in a year without one
+                return t.replace(year=t.year - base + year, day=28)
         for r in ev.stats_rows:
-            base = ev.year_guessed.get(r.get("source"))
-            t = r.get("time")
-            if base is not None and t is not None and year != base:
-                try:
-                    r["time"] = t.replace(year=t.year - base + year)
-                except ValueError:      # 29 February in a year without one
-                    r["time"] = t.replace(year=t.year - base + year, day=28)
+            r["time"] = reyear(r.get("time"), r.get("source"))
+        # the log's events (crashes, OOMs, start-up lines) move with its stats: one year per log
+        for evs in ev.events.values():
+            for e in evs:
+                e.time = reyear(e.time, e.source)
     ev.gpu_rows.sort(key=lambda r: (r.get("time") or datetime.min, r.get("gpu", 0)))
     ev._gpu_series = None
     ev.counters["gpu_aligned"] = int(bool(dated) and bool(stats_times))

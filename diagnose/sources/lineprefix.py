@@ -11,11 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-# Control characters left after ANSI colour is removed (a cut `\x1b[`, a flipped byte, a
-# terminal title sequence): they made the JUnit report invalid XML and would reach the user's
-# terminal as escapes. sources.load() turns them into U+FFFD in what evidence keeps (not here:
-# this runs for every candidate line); tabs stay.
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff]")   # C0, DEL, C1, XML non-characters
 COLLECTOR = re.compile(
     r"^(?:(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?) "
     r"|[A-Za-zа-я]{3,4}\.? +\d{1,2} \d\d:\d\d:\d\d \S+ [\w.\-/]+(?:\[\d+\])?: )"
