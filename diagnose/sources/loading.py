@@ -1,0 +1,252 @@
+"""Reading inputs into Evidence. A log goes line by line through the reader (scanner.py, or the C
+scanner for big files, native/), the prefix peeler (lineprefix.py), the shared-line parser
+(common_lines.py) and the engine parsers (vllm.py, sglang.py, trtllm.py); scrapes, GPU samples,
+structured records and benchmark results go to their own loaders, chosen by sniff.py."""
+from __future__ import annotations
+
+import itertools
+import os
+import stat
+
+from ..evidence.finish import finish
+from ..evidence.model import Evidence, InputInfo
+from .bench import load_bench, sniff_bench
+from .common_lines import feed_common, finish_lifecycle
+from .gpu import load_gpu, sniff_gpu
+from .lineprefix import Clock, peel
+from .progress import advancer, counted, progress_bar
+from .prometheus import load_exposition, load_query_range, sniff_prometheus
+from .reader import Input, InputError
+from .scanner import ScanCounts, scan
+from .sglang import SglangParser
+from .sniff import SNIFF_BYTES, endless_binary, is_log, sniff_head
+from .structured import load_structured, sniff
+from .trtllm import TrtllmParser
+from .unreadable import blank_unreadable, note_unreadable
+from .unwrap import unwrap
+from .vllm import VllmParser
+
+# Which parser to offer a line first, by the header shape it carries.
+FIRST_BY_FMT = {"vllm": 0, "sglang": 1, "trtllm": 2, "triton": 2}
+
+
+# What converting a damaged value raises: float("1..2"), int(float("inf")), int("9" * 5000).
+LINE_ERRORS = (ValueError, ArithmeticError)
+
+
+def load(inputs: list[Input], year: int | None = None, gpu_start=None, gpu_interval: float = 1.0) -> Evidence:
+    ev = Evidence()
+    for inp in inputs:
+        ev.inputs.append(load_one(inp, ev, year))
+    finish(ev, gpu_start, gpu_interval)
+    return ev
+
+
+def big_logs(inputs: list[Input]):
+    """The inputs the C scanner would read as plain files, with the path it reads each from, in
+    order: big regular-file logs, stdin redirected from one (not read yet) included."""
+    from . import bulk
+    for inp in inputs:
+        path = inp.path
+        if path == "-":
+            try:
+                if os.lseek(0, 0, os.SEEK_CUR) != 0:
+                    continue
+            except OSError:
+                continue
+            path = bulk.STDIN_PATH
+        try:
+            st = os.stat(path)
+            # Only a big regular file is opened here: a FIFO would lose what this read takes.
+            if not stat.S_ISREG(st.st_mode) or st.st_size < bulk.FAST_MIN_BYTES:
+                continue
+            first = bulk.read_head(path, SNIFF_BYTES)
+        except OSError:
+            continue        # load_one says what is wrong with it
+        if bulk.usable(path, first) and is_log(first):
+            yield inp, path
+
+
+def start_scans(inputs: list[Input]) -> int:
+    """Start the C scanner on the first big plain-file log among `inputs` now: it reads it on the
+    other cores while the caller sets up the rest (the rules); load_one takes over what it started.
+    One only: it covers the set-up, and each scan holds a thread and a read buffer per core (a
+    directory of a hundred big logs started at once would hold them all). Returns how many started."""
+    from . import bulk
+    for inp, path in big_logs(inputs):
+        lib = bulk.native_lib()
+        if lib is None:
+            return 0
+        from .native import stream
+        try:
+            inp.started = stream.Producer(lib, path=path, display=inp.display)
+        except InputError:
+            continue
+        return 1
+    return 0
+
+
+def load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False) -> InputInfo:
+    started, inp.started = getattr(inp, "started", None), None
+    try:
+        return _read_one(inp, ev, year, sniffing, started)
+    finally:
+        if started is not None:
+            started.close()     # done with; or started ahead for a file now read another way
+
+
+def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, started) -> InputInfo:
+    blocks = inp.blocks()
+    first = next(blocks, b"")
+    if endless_binary(inp, first):
+        blocks.close()
+        raise InputError(f"{inp.display}: binary data from a device or stream, not a text log (not read further)")
+    head = sniff_head(first)
+    prom_kind = sniff_prometheus(head) if first else None
+    if prom_kind:
+        data, bad = blank_unreadable(first + b"".join(blocks))
+        text = data.decode("utf-8", "replace")
+        info = (load_query_range if prom_kind == "query_range" else load_exposition)(text, inp.display, ev)
+        if "DCGM_FI_" in text:     # node and engine metrics scraped together
+            from .gpu import _dcgm
+            _dcgm(text.splitlines(), inp.display, ev, info)
+        return note_unreadable(info, bad)
+    gpu_kind = sniff_gpu(head) if first else None
+    if gpu_kind:
+        data, bad = blank_unreadable(first + b"".join(blocks))
+        replay = Input.__new__(Input)
+        replay.path, replay.display = inp.path, inp.display
+        replay.blocks = lambda: iter([data])
+        return note_unreadable(load_gpu(gpu_kind, replay, ev), bad)
+    bench_kind = sniff_bench(head) if first else None
+    if bench_kind:
+        replay = Input.__new__(Input)
+        replay.path, replay.display = inp.path, inp.display
+        replay.blocks = lambda: chain(first, blocks)
+        return load_bench(bench_kind, replay, ev)
+    kind = sniff(head) if first else None
+    if kind:
+        replay = Input.__new__(Input)
+        replay.path, replay.display = inp.path, inp.display
+        replay.blocks = lambda: chain(first, blocks)
+        info = load_structured(kind, replay, ev)
+        if info.engine:
+            ev.set_fact("engine", info.engine, override=False)
+        return info
+    info = InputInfo(path=inp.display)
+    counts = ScanCounts()
+    clock = Clock(year)
+    parsers = [VllmParser(), SglangParser(), TrtllmParser()]
+    engine_lines: dict[str, int] = {}
+    recognised = 0
+
+    # The parser of the line's header format first, then the others.
+    orders = {fmt: [parsers[i]] + [p for j, p in enumerate(parsers) if j != i] for fmt, i in FIRST_BY_FMT.items()}
+    wants = [p.wants_more for p in parsers[1:]]
+
+    def pending():      # asked once or twice per line: no generator
+        return wants[0]() or wants[1]()
+
+    from . import bulk
+    bar = progress_bar(inp) if not sniffing else None
+    advance = advancer(bar, inp)
+    behind = bulk.file_behind(inp)
+    if behind and bulk.usable(behind, first) and not sniffing:
+        lib = bulk.native_lib()
+        blocks.close()          # C (or polars, in Rust) reads the file itself, from its start
+        if lib is not None:
+            from .native import stream
+            prod = started or stream.Producer(lib, path=behind, display=inp.display)
+            lines_iter = stream.scan(prod, inp.display, ev, counts, progress=advance, follow=pending)
+        else:
+            lines_iter = bulk.scan_file(behind, inp.display, ev, counts, progress=advance, follow=pending)
+    else:
+        # gzip and stdin: big ones go through the bulk path block by block; that is only known
+        # once enough of them has been read.
+        src, big = peek_size(chain(first, blocks), bulk.FAST_MIN_BYTES // 4)
+        if big and not sniffing and bulk.text_like(first):
+            lib = bulk.native_lib()
+            if lib is not None:
+                from .native import stream
+                lines_iter = stream.scan(stream.Producer(lib, src), inp.display, ev, counts,
+                                         progress=advance, follow=pending)
+            else:
+                lines_iter = bulk.scan_blocks(src, inp.display, ev, counts, progress=advance, follow=pending)
+        else:
+            if bar:
+                src = counted(src, advance)
+            data, joined = unwrap(b"".join(src))          # small: held whole already
+            if joined:
+                info.errors.append(f"hard-wrapped lines re-joined ({joined} continuation line(s) read with the line before)")
+            lines_iter = scan([data], counts, follow=pending)
+    malformed = 0
+    for lineno, text in lines_iter:
+        # The parsers convert what their regexes matched (`[\d.]+`, dict values) with float()/int();
+        # a damaged line (`1..2`, `inf` or 5000 digits where a count belongs, a cut `4.2e+`) makes
+        # that raise. Such a line is skipped and counted: one bad line never costs the whole file.
+        try:
+            if pending():
+                for p in parsers[1:]:
+                    if p.wants_more():
+                        p.more(text, ev)
+                recognised += 1
+                continue
+            line = peel(inp.display, lineno, text)
+            when = clock.at(line)
+            if feed_common(line, ev, when):
+                recognised += 1
+                continue
+            for p in orders.get(line.fmt, parsers):
+                if p.feed(line, ev, when):
+                    recognised += 1
+                    engine_lines[p.engine] = engine_lines.get(p.engine, 0) + 1
+                    break
+        except LINE_ERRORS:
+            malformed += 1
+    if bar:
+        bar.close()
+    finish_lifecycle(ev, inp.display)
+    for p in parsers[1:]:
+        p.finish(ev)
+    if clock.guessed and ev.stats_rows:
+        ev.year_guessed[inp.display] = clock.base_year
+    recognised += getattr(counts, "bulk_recognised", 0)
+    info.lines = counts.lines
+    info.unreadable_lines = counts.unreadable
+    info.recognised_lines = recognised
+    info.unrecognised_lines = counts.lines - recognised - counts.unreadable
+    if not sniffing:
+        if counts.lines == 0:
+            raise InputError(f"{inp.display}: empty file (nothing to diagnose)")
+        if recognised == 0 and counts.binary_head:
+            raise InputError(f"{inp.display}: binary file, not a text log")
+        if recognised == 0 and counts.unreadable * 2 >= counts.lines:
+            raise InputError(f"{inp.display}: not UTF-8 text ({counts.unreadable} of {counts.lines} lines unreadable)")
+    if counts.unreadable:
+        info.errors.append(f"{counts.unreadable} unreadable line(s) (invalid UTF-8 or NUL bytes) skipped")
+    if malformed:
+        info.errors.append(f"{malformed} line(s) with malformed values skipped")
+    if engine_lines:
+        info.engine = max(engine_lines, key=engine_lines.get)
+        ev.set_fact("engine", info.engine, override=False)
+        for p in parsers:
+            if p.engine == info.engine:
+                info.engine_version = p.version
+    return info
+
+
+def peek_size(blocks, limit: int):
+    """(the same blocks, whether they hold at least `limit` bytes), reading no more than that."""
+    held, size = [], 0
+    for b in blocks:
+        held.append(b)
+        size += len(b)
+        if size >= limit:
+            return itertools.chain(held, blocks), True
+    return iter(held), False
+
+
+def chain(first: bytes, rest):
+    if first:
+        yield first
+    yield from rest
