@@ -165,7 +165,7 @@ def analyze_fleet(replicas: dict[str, Evidence], rules: list[Rule], ignore=froze
     from .signals.fleet import fleet_signals
     per = []
     for inst, ev in replicas.items():
-        a = analyze_evidence(ev, [r for r in rules if r.domain != "fleet"], ignore, overrides, targets)
+        a = analyze_evidence(ev, [r for r in rules if r.scope != "fleet"], ignore, overrides, targets)
         a.instance = inst
         per.append(a)
     fev = Evidence()
@@ -175,7 +175,7 @@ def analyze_fleet(replicas: dict[str, Evidence], rules: list[Rule], ignore=froze
         fev.set_fact("model", models.pop(), None, None, "the replicas' model")
     sig = Signals()
     sig.values.update(fleet_signals(per, end))
-    result = run_rules([r for r in rules if r.domain == "fleet"], fev, sig, ignore, overrides)
+    result = run_rules([r for r in rules if r.scope == "fleet"], fev, sig, ignore, overrides)
     reconcile(result, {r.id: r for r in rules}, {}, {})
     ranked = sorted(per, key=lambda a: [f.rank_key() for f in a.result.findings][:1] or [(9, 9, 0)])
     grouped: dict[str, int] = {}
@@ -215,7 +215,7 @@ def analyze_evidence(ev: Evidence, rules: list[Rule], ignore: set[str] = frozens
     if ev.bench_points:     # the recommended load depends on the targets: after them
         from .signals.sweep import sweep_signals
         sweep_signals(ev, sig)
-    result = run_rules([r for r in rules if r.domain != "fleet"], ev, sig, ignore, overrides)
+    result = run_rules([r for r in rules if r.scope != "fleet"], ev, sig, ignore, overrides)
     facts = {k: f.value for k, f in ev.facts.items()}
     reconcile(result, {r.id: r for r in rules}, ev.settings, facts)
     result.verdict = decide(sig.values, result.findings)

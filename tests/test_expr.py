@@ -21,6 +21,14 @@ def test_unknown_is_never_zero():
     assert ev("a if known(a) else 7", a=None) == 7
 
 
+def test_known_or_is_the_value_or_its_fallback():
+    assert ev("known_or(a, 7)", a=None) == 7 and ev("known_or(a, 7)", a=0) == 0
+    assert ev("tensor_parallel_size * known_or(data_parallel_size, 1)", tensor_parallel_size=4) == 4
+    assert ev("known_or(a, b)", a=None, b=3) == 3 and is_unknown(ev("known_or(a, b)", a=None))
+    with pytest.raises(ExprError, match="two arguments"):
+        compile_expr("known_or(a)")
+
+
 def test_arithmetic_comparisons_and_functions():
     assert ev("tensor_parallel_size * (data_parallel_size if known(data_parallel_size) else 1)", tensor_parallel_size=4) == 4
     assert ev("1 < x <= 3", x=3) is True

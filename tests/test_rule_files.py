@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from conftest import FIXTURES, run_cli
 from diagnose.ruleset.rules import DOC_SECTIONS, load_rules
 
@@ -124,6 +126,34 @@ def test_a_misspelt_key_is_refused_with_the_nearest_key(tmp_path):
     _refused(p2, path2, lineno2 + 1, "unknown key `why_it_hurts` in `docs`")
 
 
+def test_a_misspelt_scope_is_refused_with_the_nearest_scope(tmp_path):
+    mine, path, lineno = _user_rule(tmp_path, '\nscope = "fleet"', '\nscope = "fleets"', base="fleet/replica-down.toml")
+    p = run_cli("--rules", mine, FIXTURES / "seed003" / "realtime.log")
+    _refused(p, path, lineno + 1, "scope must be one of replica, fleet (did you mean `fleet`?)")
+
+
+@pytest.mark.parametrize("scope", ["fleet", "replica"])
+def test_the_scope_key_not_the_folder_says_whether_a_rule_reads_the_fleet(tmp_path, scope):
+    """A user's copy of replica-imbalance, in a folder of any name: with `scope = "fleet"` it is
+    judged on the replicas side by side and fires; as a per-replica rule its fleet signals are
+    unknown on every replica, so it never fires."""
+    from conftest import ROOT
+    mine = tmp_path / "my-rules"
+    mine.mkdir()
+    src = (ROOT / "rules" / "fleet" / "replica-imbalance.toml").read_text(encoding="utf-8")
+    assert '\nscope = "fleet"' in src
+    src = src.replace('id = "replica-imbalance"', 'id = "my-imbalance"').replace('\nscope = "fleet"', f'\nscope = "{scope}"')
+    (mine / "my-imbalance.toml").write_text(src, encoding="utf-8")
+    p = run_cli("--rules", mine, "--format", "json", FIXTURES / "rules" / "replica-imbalance" / "fires.prom")
+    assert p.returncode == 0, p.stderr.decode()
+    out = json.loads(p.stdout)
+    fired = {r["instance"]: [f["id"] for f in r["findings"]] for r in out["analyses"] + [out["fleet"]]}
+    assert "replica-imbalance" in fired["fleet"]
+    if scope == "fleet":
+        assert "my-imbalance" in fired["fleet"]
+    assert not any("my-imbalance" in ids for inst, ids in fired.items() if scope == "replica" or inst != "fleet")
+
+
 def test_rules_signals_lists_every_name_the_rules_use_with_unit_and_source():
     import ast
     out = run_cli("rules", "--signals").stdout.decode()
@@ -133,8 +163,8 @@ def test_rules_signals_lists_every_name_the_rules_use_with_unit_and_source():
         trees = [r.condition, *r.templates.values(), *(t for t, _ in r.severity_if), *(t for t, _ in r.confidence_if)]
         used |= {n.id for t in trees for n in ast.walk(t) if isinstance(n, ast.Name)} | set(r.requires)
         used -= set(r.params)
-    from diagnose.ruleset.expr import FUNCS
-    used -= set(FUNCS) | {"known"}
+    from diagnose.ruleset.expr import FUNCS, SPECIAL
+    used -= set(FUNCS) | set(SPECIAL)
     assert used <= set(listed), sorted(used - set(listed))
     assert "s  ·  engine log / metrics" in listed["ttft_p95_s"] and "fact" in listed["tensor_parallel_size"]
     assert "GPU samples" in listed["gpu_util_spread"] and "--targets" in listed["target_tpot_s"]

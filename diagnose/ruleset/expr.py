@@ -28,6 +28,9 @@ def _known(x):
     return x is not UNKNOWN and x is not None
 
 
+# Evaluated by _ev itself, not through FUNCS: they look at unknown arguments instead of
+# propagating them. known_or(x, d) is `x if known(x) else d`, the tail of many conditions.
+SPECIAL = ("known", "known_or")
 FUNCS = {
     "min": min, "max": max, "abs": abs, "round": round, "int": int, "float": float, "str": str,
     "lower": lambda x: str(x).lower(),
@@ -69,11 +72,13 @@ def _check(node, where, depth):
     if isinstance(node, ast.Name) and (node.id.startswith("_") or "__" in node.id):
         raise ExprError(f"{where}: name `{node.id}` is not allowed")
     if isinstance(node, ast.Call):
-        if not isinstance(node.func, ast.Name) or (node.func.id not in FUNCS and node.func.id != "known"):
+        if not isinstance(node.func, ast.Name) or (node.func.id not in FUNCS and node.func.id not in SPECIAL):
             fn = getattr(node.func, "id", type(node.func).__name__)
-            raise ExprError(f"{where}: function `{fn}` is not allowed (allowed: known, {', '.join(sorted(FUNCS))})")
+            raise ExprError(f"{where}: function `{fn}` is not allowed (allowed: {', '.join(SPECIAL)}, {', '.join(sorted(FUNCS))})")
         if node.keywords:
             raise ExprError(f"{where}: keyword arguments are not allowed")
+        if node.func.id == "known_or" and len(node.args) != 2:
+            raise ExprError(f"{where}: known_or takes two arguments: a value and what to use when it is unknown")
         for a in node.args:
             _check(a, where, depth + 1)
         return
@@ -140,6 +145,9 @@ def _ev(n, names):
     if t is ast.Call:
         if n.func.id == "known":
             return all(_known(_ev(a, names)) for a in n.args)
+        if n.func.id == "known_or":         # the fallback is evaluated only when needed
+            x = _ev(n.args[0], names)
+            return x if _known(x) else _ev(n.args[1], names)
         args = [_ev(a, names) for a in n.args]
         if not all(_known(a) for a in args):
             return UNKNOWN

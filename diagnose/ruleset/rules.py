@@ -20,6 +20,9 @@ from .expr import ExprError, compile_expr
 from ..values import SEVERITIES  # noqa: E402,F401  (rule files name them)
 CONFIDENCES = ("high", "medium", "low")
 ENGINES = ("vllm", "sglang", "trtllm")
+# What a rule looks at: one deployment (a log, a scrape, one replica of a fleet), or the fleet's
+# replicas side by side (fleet signals only).
+SCOPES = ("replica", "fleet")
 # Ids that no longer produce findings but stay valid for --ignore and configs (ids are public API).
 RETIRED_IDS = {"warmup-in-window": "start-up exclusion is stated on the verdict's steady-window line"}
 DOC_SECTIONS = ("what", "why", "evidence", "fix", "fix_risk", "false_positives", "references")
@@ -30,13 +33,13 @@ ID_RX = re.compile(r"^[a-z][a-z0-9-]*$")
 
 # Every key a rule file may hold, at the top and inside its tables: a misspelt one is an error
 # at load time, not a rule that silently never fires.
-TOP_KEYS = ("id", "title", "fix_title", "severity", "confidence", "engines", "requires", "params", "condition",
+TOP_KEYS = ("id", "title", "fix_title", "severity", "confidence", "engines", "scope", "requires", "params", "condition",
             "severity_if", "confidence_if", "evidence", "impact", "impact_score", "fix_risk", "defers_to",
             "folds_into", "fix", "docs", "cases")
 SUB_KEYS = {"docs": ("summary",) + DOC_SECTIONS, "fix": ("set", "remove", "note"), "cases": ("input", "expect", "set", "remove"),
             "severity_if": ("when", "severity"), "confidence_if": ("when", "confidence")}
 # What an expression may name besides signals and the rule's params.
-EXPR_BUILTINS = frozenset({"known", "True", "False", "None"})
+EXPR_BUILTINS = frozenset({"known", "known_or", "True", "False", "None"})
 
 
 def signal_catalogue() -> dict[str, dict]:
@@ -81,6 +84,7 @@ class Rule:
     cases: list = field(default_factory=list)
     templates: dict = field(default_factory=dict)      # template text → compiled parts
     params: dict = field(default_factory=dict)         # named thresholds; a config file may override them
+    scope: str = "replica"                             # SCOPES
 
 
 def builtin_rules_dir() -> Path:
@@ -220,8 +224,11 @@ def load_rule(path: Path, domain: str = "user") -> Rule:
     engines = tuple(d.get("engines", ENGINES))
     if any(e not in ENGINES for e in engines):
         raise RuleError(f"{path}:{_line_of(raw, 'engines')}: engines must be among {', '.join(ENGINES)}")
+    scope = d.get("scope", "replica")
+    if scope not in SCOPES:
+        raise RuleError(f"{path}:{_line_of(raw, 'scope')}: scope must be one of {', '.join(SCOPES)}{_nearest(str(scope), SCOPES)}")
     rule = Rule(
-        id=rid, path=path, domain=domain, title=need("title"), fix_title=need("fix_title"),
+        id=rid, scope=scope, path=path, domain=domain, title=need("title"), fix_title=need("fix_title"),
         severity=sev, confidence=conf, engines=engines, requires=tuple(d.get("requires", ())),
         condition=expr(need("condition"), "condition"), condition_text=d["condition"],
         evidence=tuple(d.get("evidence", ())), impact=d.get("impact", ""),

@@ -89,8 +89,9 @@ def _first_true(pairs: list, vals: dict, default: str) -> str:
 def _unknown_reason(rule: Rule, names: dict) -> str:
     """Which of the condition's inputs are unknown: the signals, not the whole expression."""
     import ast
+    from .expr import FUNCS, SPECIAL
     used = sorted({n.id for n in ast.walk(rule.condition) if isinstance(n, ast.Name)
-                   and n.id not in ("known", "min", "max", "abs", "round", "str", "int", "float", "len", "True", "False", "None")})
+                   and n.id not in FUNCS and n.id not in SPECIAL and n.id not in ("True", "False", "None")})
     unknown = [n for n in used if names.get(n) is None]
     return "inputs unknown: " + (", ".join(unknown) if unknown else rule.condition_text)
 
