@@ -21,7 +21,8 @@ _TOKEN_IDS = re.compile(r"(prompt_token_ids: |token_ids=|prompt_token_ids=)\[[^\
 _BEARER = re.compile(
     r"(?i)(bearer\s+|(?:authorization|api[_-]?key|access[_-]?token|token|secret|password|passwd)['\"]?\s*[=:]\s*['\"]?"
     r"(?:bearer\s+)?)(?=[A-Za-z0-9._~+/\-]*[A-Za-z])[A-Za-z0-9._~+/\-]{8,}=*")
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
+# Starts only where a run of address characters starts (else each of its characters was a new, long try).
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.-]+")
 _SK = re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}")
 # Client addresses (uvicorn access lines, error messages naming the caller). IPv4: four octets
 # not inside a longer dotted run, and not a version (`version 0.10.1.1`, `v0.10.1.1`). IPv6: a

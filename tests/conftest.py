@@ -131,3 +131,19 @@ def wrapped_dump_log(tmp_path: Path) -> tuple[Path, list[str]]:
     p = tmp_path / "wrapped.log"
     p.write_text("".join(out) * 3, encoding="utf-8")
     return p, out
+
+
+def evidence_summary(ev) -> dict:
+    """What a reader made of one input, for comparing readers: every count, fact, event and row."""
+    info = ev.inputs[0]
+    return {
+        "lines": info.lines, "recognised": info.recognised_lines, "unrecognised": info.unrecognised_lines,
+        "unreadable": info.unreadable_lines,
+        "facts": {k: f.value for k, f in ev.facts.items()},
+        "counters": dict(sorted(ev.counters.items())),
+        "event_counts": dict(sorted(ev.event_counts.items())),
+        "events": {k: [(e.line, e.text) for e in v] for k, v in sorted(ev.events.items())},
+        "stats": [{k: v for k, v in r.items()} for r in ev.stats_rows],
+        # Same heads, same keys (common_lines.head_key; the C scanner computes the same).
+        "prefixes": dict(sorted(ev.prompt_prefixes.items())),
+    }

@@ -13,24 +13,12 @@ import sys
 
 import pytest
 
-from conftest import ROOT, engine_env, wrapped_dump_log
+from conftest import ROOT, engine_env, evidence_summary, wrapped_dump_log
 
 sys.path.insert(0, str(ROOT / "bench"))
 
 
-def summary(ev):
-    info = ev.inputs[0]
-    return {
-        "lines": info.lines, "recognised": info.recognised_lines, "unrecognised": info.unrecognised_lines,
-        "unreadable": info.unreadable_lines,
-        "facts": {k: f.value for k, f in ev.facts.items()},
-        "counters": dict(sorted(ev.counters.items())),
-        "event_counts": dict(sorted(ev.event_counts.items())),
-        "events": {k: [(e.line, e.text) for e in v] for k, v in sorted(ev.events.items())},
-        "stats": [{k: v for k, v in r.items()} for r in ev.stats_rows],
-        # Same heads, same keys (common_lines.head_key; the C scanner computes the same).
-        "prefixes": dict(sorted(ev.prompt_prefixes.items())),
-    }
+summary = evidence_summary
 
 
 @pytest.fixture(scope="module")

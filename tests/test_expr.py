@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.ruleset.expr import UNKNOWN, ExprError, compile_expr, evaluate, is_unknown
+from diagnose.ruleset.expr import UNKNOWN, ExprError, compile_expr, evaluate
+from diagnose.values import is_unknown
 from diagnose.ruleset.rules import RuleError, load_rule
 
 

@@ -73,6 +73,24 @@ def test_request_prompts_are_hashed_never_stored(tmp_path):
     assert all(secret not in e.text for evs in ev.events.values() for e in evs)
 
 
+def test_a_prompt_quoting_a_traceback_or_an_oom_is_no_crash(tmp_path):
+    """The prompt is the user's text: someone asking about their own stack trace is not the
+    server failing (the line-by-line reader once read it as the server's traceback; the bulk
+    readers tally request lines without parsing them)."""
+    f = tmp_path / "x.log"
+    asks = ("Why does this fail? Traceback (most recent call last): File \"x.py\" "
+            "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    f.write_text("INFO 04-20 18:42:20 [api_server.py:1] vLLM API server version 0.8.4\n"
+                 f"INFO 04-20 18:42:25 [logger.py:39] Received request chatcmpl-1: prompt: '{asks}', "
+                 "params: SamplingParams(n=1), prompt_token_ids: [1, 2], lora_request: None.\n"
+                 'INFO:     127.0.0.1:5 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n')
+    ev = load([Input(str(f), str(f))])
+    assert sum(ev.prompt_prefixes.values()) == 1
+    assert not {"traceback", "oom", "engine_crash"} & set(ev.events), sorted(ev.events)
+    out = json.loads(run_cli("--format", "json", f).stdout)
+    assert not {x["id"] for x in out["findings"]} & {"engine-crash", "cuda-oom"}
+
+
 def test_wrapped_vllm_args_take_tp_from_worker_names_not_defaults():
     """A paste that hard-wrapped `non-default args: {…}` (and lost the engine-config line): real
     lines of a TP-4 vLLM 0.19 start-up. TP comes from the `Worker_TPn` process names, version and

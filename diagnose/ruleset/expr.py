@@ -11,7 +11,7 @@ import ast
 import math
 import operator
 
-from ..values import UNKNOWN, is_unknown  # noqa: F401  (rules and the runner import them from here too)
+from ..values import UNKNOWN
 
 MAX_LEN = 600
 MAX_DEPTH = 24

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..evidence.model import Evidence
 from .result import Finding, Fix, Result
 from ..signals.derive import Signals
-from ..values import fmt, is_unknown  # noqa: F401  (fmt: reports used to import it from here)
+from ..values import fmt, is_unknown
 from .expr import evaluate
 from .rules import TEMPLATE, Rule
 

@@ -17,7 +17,8 @@ from ..evidence.model import Evidence, FACT_NAMES, EXTRA_FACTS
 # Bytes per parameter by quantization / dtype, for weight-size estimates from a parameter count.
 BYTES_PER_PARAM = {"fp8": 1.0, "int8": 1.0, "awq": 0.55, "gptq": 0.55, "awq_marlin": 0.55,
                    "gptq_marlin": 0.55, "bitsandbytes": 0.55, "float32": 4.0}
-PARAMS_RX = re.compile(r"(?:(?P<experts>\d+)x)?(?P<b>\d+(?:\.\d+)?)[Bb](?![a-zA-Z])")
+# Starts only at the first digit of a number: tried at every digit, a long run of them was quadratic.
+PARAMS_RX = re.compile(r"(?<![\d.])(?:(?P<experts>\d+)x)?(?P<b>\d+(?:\.\d+)?)[Bb](?![a-zA-Z])")
 GIB_PER_GB = 1e9 / 2**30
 
 
@@ -37,8 +38,9 @@ class Signals:
 
 
 # GPUs with FP8 tensor cores (Ada, Hopper, Blackwell and their embedded parts) — by name.
-FP8_YES = re.compile(r"H100|H200|H20\b|H800|GH200|L40|L4\b|L20|RTX\s*(?:PRO\s*)?\d*\s*Ada|RTX\s*40\d0|RTX\s*50\d0|RTX 6000 Ada|B100|B200|B300|GB200|GB300|GB10|Thor|DGX Spark|RTX 4000 Ada|RTX 2000 Ada", re.I)
-FP8_NO = re.compile(r"A100|A800|A10\b|A10G|A30|A40|A6000|V100|T4\b|P100|RTX\s*30\d0|RTX\s*20\d0|GTX|Orin", re.I)
+# Bounded gaps: two `\s*` around an optional `\d*` backtracked quadratically on a long run of spaces.
+FP8_YES = re.compile(r"H100|H200|H20\b|H800|GH200|L40|L4\b|L20|RTX\s{0,3}(?:PRO\s{0,3})?\d{0,5}\s{0,3}Ada|RTX\s{0,3}40\d0|RTX\s{0,3}50\d0|RTX 6000 Ada|B100|B200|B300|GB200|GB300|GB10|Thor|DGX Spark|RTX 4000 Ada|RTX 2000 Ada", re.I)
+FP8_NO = re.compile(r"A100|A800|A10\b|A10G|A30|A40|A6000|V100|T4\b|P100|RTX\s{0,3}30\d0|RTX\s{0,3}20\d0|GTX|Orin", re.I)
 WIDE_KV = {"auto", "fp16", "bf16", "float16", "bfloat16", "fp32", "float32", "half", "float"}
 
 

@@ -289,7 +289,9 @@ def _csv_points(text: str, source: str, info: InputInfo) -> list[dict]:
 
 
 _LOAD_IN_PATH = re.compile(r"(concurrency|request[_-]?rate)[_=-]?(\d+(?:\.\d+)?)", re.I)
-_UNIT = re.compile(r"^(.*?)\s*\(([^)]*)\)\s*$")
+# `[^()]*`, and the name's trailing spaces stripped by the caller: with `[^)]*` and `\s*` after
+# the lazy name, each of its steps scanned the rest of a header full of `(` or spaces.
+_UNIT = re.compile(r"^(.*?)\(([^()]*)\)\s*$")
 _TO_MS = {"ms": 1.0, "us": 1e-3, "ns": 1e-6, "s": 1000.0}
 
 

@@ -22,6 +22,7 @@ import re
 from ..evidence.model import EVENT_KEEP, Event, Evidence
 from ..redact import redact
 from .common_lines import MAX_PREFIXES, PROBE_PATHS, count_head, head_key
+from .lineprefix import visible
 from .scanner import GREP_KEYWORDS
 
 DEFAULT_FAST_MIN_BYTES = 64 * 1024 * 1024
@@ -392,7 +393,7 @@ def note_examples(ev: Evidence, kind: str, display: str, rows, total: int) -> No
     ev.event_counts[kind] = ev.event_counts.get(kind, 0) + total
     bucket = ev.events.setdefault(kind, [])
     for n, text in itertools.islice(rows, max(0, EVENT_KEEP - len(bucket))):
-        bucket.append(Event(kind, display, n, redact(_strip(text)), None, {}))
+        bucket.append(Event(kind, display, n, redact(visible(text)), None, {}))
 
 
 def _examples(ev: Evidence, kind: str, display: str, frame, total: int) -> None:
@@ -401,10 +402,3 @@ def _examples(ev: Evidence, kind: str, display: str, frame, total: int) -> None:
         col = "text" if "text" in frame.columns else frame.columns[-1]
         rows = frame.select("n", col).head(EVENT_KEEP).iter_rows()
     note_examples(ev, kind, display, rows, total)
-
-
-ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-def _strip(text: str) -> str:
-    return ANSI.sub("", text).rstrip("\r\n ") if "\x1b" in text else text.rstrip("\r\n ")

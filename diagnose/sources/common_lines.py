@@ -62,6 +62,10 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
     msg = line.msg
     src, n = line.source, line.lineno
     life = ev.lifecycle.get(src)
+    # A request line is the engine's, and its prompt is the user's text: a prompt quoting a
+    # traceback or an OOM is not the server's (the bulk readers tally such lines, unparsed).
+    if "request" in msg and REQUEST_LINE.search(line.raw):
+        return False
     if life is not None and life.tb and ("Error" in msg or "Exception" in msg or "Interrupt" in msg or "Exit" in msg):
         _exception_line(msg, line, ev, life, when)     # not consumed: OOM and KV wordings below read it too
     if line.ip:

@@ -56,12 +56,20 @@ class Line:
     tags: str = ""               # SGLang rank tags, e.g. "TP0" or "DP0 TP0 EP0"
 
 
-def peel(source: str, lineno: int, text: str) -> Line:
+def visible(text: str) -> str:
+    """A line as a terminal shows it: no colour, no line end, and of a progress bar redrawn with
+    CRs before the log line, only what was written after the last CR. Every reader keeps lines in
+    this form (the bulk readers' example lines too)."""
     if "\x1b" in text:
         text = ANSI.sub("", text)
     text = text.rstrip("\r\n ")
-    if "\r" in text:       # a progress bar redrawn with CRs, then the log line: what a terminal shows
+    if "\r" in text:
         text = text[text.rfind("\r") + 1:]
+    return text
+
+
+def peel(source: str, lineno: int, text: str) -> Line:
+    text = visible(text)
     raw = text
     if text.startswith("> "):
         text = text[2:]

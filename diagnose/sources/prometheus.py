@@ -424,7 +424,7 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
             return pc.custom_query_range(expr, start_time=start, end_time=end, step=step)
         except requests.exceptions.RequestException as e:
             raise _request_error(e, url, timeout) from None
-        except ValueError as e:     # prometheus-api-client raises on non-JSON bodies
+        except ValueError:          # prometheus-api-client raises on non-JSON bodies
             raise PromError(f"{url}: the answer is not Prometheus JSON (an HTML page or a proxy error?)") from None
         except Exception as e:      # PrometheusApiClientException carries the HTTP status
             msg = str(e).splitlines()[0][:160]

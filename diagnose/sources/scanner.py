@@ -19,7 +19,7 @@ GREP_KEYWORDS = [
     "total_gpu_memory", "Cudagraph", "CUDA graph", "cudagraph", "eager",
     "allreduce", "NCCL", "Ray", "preempted", "Error", "error", "out of memory", "Out of memory", "Cuda graph is disabled", "OutOfMemory", "could not be allocated", "ALLOC_FAILED",
     "died", "timed out", "Traceback", "Exception", "Interrupt", "SystemExit", "failed to start",
-    "SIGTERM", "SIGINT", "placement group", "█  model", "(UUID: GPU-", "CUDA capability", "  NVIDIA ", "signal", "Shutting down", "Terminated", "Aborted", "Stopping", "HTTP/1", "request", "startup complete",
+    "SIGTERM", "SIGINT", "placement group", "█  model", "(UUID: GPU-", "CUDA capability", "  NVIDIA ", "signal", "Shutting down", "Terminated", "Aborted", "Stopping", "HTTP/", "request", "startup complete",
     "max model len", "max_num_batched_tokens", "context length", "max_seq_len", "maximum model length", "detected platform",
     "vllm serve", "vllm.entrypoints", "capacity of", "SpecDecoding", "Speculative metrics",
     "Prefix cache hit rate", "Uvicorn running", "--", "reserved number of GPUs",

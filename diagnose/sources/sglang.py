@@ -18,7 +18,7 @@ SERVER_ARGS = re.compile(r"(?:server_args=)?`?ServerArgs\((?P<body>.*)$|server_a
 BATCH = re.compile(r"^(?:(?P<kind>Prefill|Decode) batch(?:\(mixed[^)]*\))?(?: ?\[\d+\])?[.,] |(?P<old>new fill batch\. )|(?=#running-req: ))")
 # Key lengths bounded ({0,80}): unbounded, a long batch line without `: ` took quadratic time
 # (a 300 KB damaged line: minutes).
-ITEM = re.compile(r"(?P<k>#?[a-zA-Z][\w\- ]{0,80}?(?: \(token/s\)| \(GB/s per GPU\)| \(per GPU\))?): (?P<v>[-\w.%=]+)")
+ITEM = re.compile(r"(?<![\w#-])(?P<k>#?[a-zA-Z][\w\- ]{0,80}?(?: \(token/s\)| \(GB/s per GPU\)| \(per GPU\))?): (?P<v>[-\w.%=]+)")
 OLD_ITEM = re.compile(r"#(?P<k>\w+): (?P<v>[\d.]+)%?")
 # Three lazy `.*?` around optional groups backtracked cubically when `avail mem=` was missing (a
 # 2 KB line: 16 s, 8 KB: 12 min); the lookahead fails such a line at once. The optional groups,
@@ -39,7 +39,9 @@ POOL_OOM = re.compile(r"(?:(?:Prefill|Decode) o|^O|: O)ut of memory\. Try to low
 # Fewer decode lines than this in a file: its prefill lines count as samples too.
 PREFILL_AS_SAMPLES_BELOW = 6
 # SGLang turns graphs off itself for some backends ("… because of using torch native attention backend").
-GRAPH_OFF = re.compile(r"Cuda graph is disabled because of using (?P<why>.+?)\.?\s*$")
+# Greedy, stripped in the parser: a lazy `.+?` before `\.?\s*$` retried the tail at every
+# character, quadratic on a long line of spaces.
+GRAPH_OFF = re.compile(r"Cuda graph is disabled because of using (?P<why>.*\S)")
 NOT_ENOUGH = re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static")
 CRASH = re.compile(r"Scheduler hit an exception|Received sigquit from a child process|TpModelWorkerClient hit an exception|Exception in run_scheduler_process|detokenizer.*hit an exception")
 CMDLINE = re.compile(r"sglang\.launch_server\b(?P<args>.*)$")
@@ -312,7 +314,7 @@ class SglangParser:
 
     def _graph_off(self, m, line, ev, when):
         ev.set_fact("cuda_graphs", False, line.source, line.lineno, line.raw)
-        ev.set_fact("cuda_graphs_off_reason", m.group("why"), line.source, line.lineno, line.raw)
+        ev.set_fact("cuda_graphs_off_reason", m.group("why").rstrip("."), line.source, line.lineno, line.raw)
 
     def _not_enough(self, m, line, ev, when):
         ev.add_event("kv_capacity_error", line.source, line.lineno, line.raw, when)

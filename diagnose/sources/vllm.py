@@ -23,7 +23,7 @@ STATS = re.compile(
     r"(?P<rest>.*)$"
 )
 # Key length bounded: `[\w ]*?` unbounded made a long stats-line tail without `: ` quadratic.
-REST_ITEM = re.compile(r"(?P<k>[A-Za-z][\w ]{0,80}?): (?P<v>[\d.]+)\s*(?:%|reqs?)?")
+REST_ITEM = re.compile(r"(?<!\w)(?P<k>[A-Za-z][\w ]{0,80}?): (?P<v>[\d.]+)\s*(?:%|reqs?)?")
 V0_PREFIX_HIT = re.compile(r"^Prefix cache hit rate: GPU: (?P<gpu>[\d.]+)%")
 CONFIG = re.compile(r"Initializing (?:a (?P<v>V[01]) |an )LLM engine \(v(?P<ver>[^)]+)\) with config: (?P<body>.*)$")
 NON_DEFAULT = re.compile(r"non-default args: (?P<d>\{.*)$")

@@ -142,6 +142,8 @@ def _segments(blocks):
     end cuts is joined into a small buffer of its own; a last line without newline gets one."""
     tail: list[bytes] = []
     for b in blocks:
+        if not b:
+            continue        # an empty block (a decoder's last) is no line
         i = b.find(b"\n")
         if i < 0:
             tail.append(b)
