@@ -39,7 +39,7 @@ def _patterns():
 
 def test_the_package_has_patterns_to_check():
     names = {n for n, _ in _patterns()}
-    assert len(names) > 100 and "diagnose.redact._EMAIL" in names and "diagnose.sources.sglang.GRAPH_OFF" in names
+    assert len(names) > 100 and "diagnose.redact._EMAIL" in names and "diagnose.sources.engines.sglang.lines.GRAPH_OFF" in names
 
 
 def test_no_pattern_backtracks_on_a_long_hostile_line():

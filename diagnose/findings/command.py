@@ -6,27 +6,17 @@ from __future__ import annotations
 import json
 import shlex
 
+from ..sources.engines import ENGINES
+
 # Launch arguments that are not serving flags, or must not be echoed back.
 SKIP = {"model", "model_tag", "model_path", "api_key", "subparser", "dispatch_function", "func",
         "ssl_keyfile", "ssl_certfile", "hf_token"}
-# Flag spellings that mean the same thing, normalized so a fix replaces rather than duplicates.
-ALIASES = {"sglang": {"--tp": "--tp-size", "--dp": "--dp-size", "--pp": "--pp-size", "--model": "--model-path"},
-           "trtllm": {}, "vllm": {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size",
-                                  "-dp": "--data-parallel-size", "--tensor_parallel_size": "--tensor-parallel-size"}}
-# When only a config dump is known: facts that become flags when they differ from the default.
-FROM_FACTS = {
-    "vllm": [("tensor_parallel_size", "--tensor-parallel-size", 1), ("pipeline_parallel_size", "--pipeline-parallel-size", 1),
-             ("data_parallel_size", "--data-parallel-size", 1), ("enforce_eager", "--enforce-eager", False),
-             ("kv_cache_dtype", "--kv-cache-dtype", "auto"), ("quantization", "--quantization", None)],
-    "sglang": [("tensor_parallel_size", "--tp-size", 1), ("pipeline_parallel_size", "--pp-size", 1),
-               ("data_parallel_size", "--dp-size", 1), ("enforce_eager", "--disable-cuda-graph", False),
-               ("kv_cache_dtype", "--kv-cache-dtype", "auto"), ("quantization", "--quantization", None),
-               ("gpu_memory_utilization", "--mem-fraction-static", None),
-               ("schedule_conservativeness", "--schedule-conservativeness", 1.0)],
-    "trtllm": [("tensor_parallel_size", "--tp_size", 1), ("pipeline_parallel_size", "--pp_size", 1),
-               ("max_num_seqs", "--max_batch_size", None), ("max_num_batched_tokens", "--max_num_tokens", None)],
-}
-HEADS = {"vllm": "vllm serve", "sglang": "python -m sglang.launch_server", "trtllm": "trtllm-serve"}
+# Each engine's command, flag spellings that mean the same thing (normalized so a fix replaces
+# rather than duplicates), and the facts that become flags when only a config dump is known (when
+# they differ from the default): declared in its folder, sources/engines/<name>/.
+HEADS = {e.name: e.command for e in ENGINES.values()}
+ALIASES = {e.name: dict(e.aliases) for e in ENGINES.values()}
+FROM_FACTS = {e.name: list(e.flags_from_facts) for e in ENGINES.values()}
 
 
 def base_command(settings: dict, facts: dict, engine: str = "vllm") -> list[tuple[str, object]] | None:
@@ -41,7 +31,7 @@ def base_command(settings: dict, facts: dict, engine: str = "vllm") -> list[tupl
         for k, v in args.items():
             if k in SKIP or v is None:
                 continue
-            flag = k if k.startswith("-") else "--" + (k if engine == "trtllm" else k.replace("_", "-"))
+            flag = k if k.startswith("-") else "--" + k.replace("_", ENGINES[engine].flag_sep)
             pairs.append((aliases.get(flag, flag), v))
     else:
         for fact, flag, default in FROM_FACTS[engine]:
@@ -76,7 +66,8 @@ def render(pairs, engine: str) -> str:
     parts = [HEADS.get(engine, "vllm serve")]
     for flag, v in pairs:
         if flag == "__model__":
-            parts.append(f"--model-path {shlex.quote(str(v))}" if engine == "sglang" else shlex.quote(str(v)))
+            e = ENGINES.get(engine)
+            parts.append(f"{e.model_flag} {shlex.quote(str(v))}" if e and e.model_flag else shlex.quote(str(v)))
             continue
         if v is True:
             parts.append(flag)

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..cachedir import cache_dir, private_dir, private_file
+from ..sources.engines import NAMES
 from .expr import ExprError, compile_expr
 
 from ..values import SEVERITIES  # noqa: E402,F401  (rule files name them)
 CONFIDENCES = ("high", "medium", "low")
-ENGINES = ("vllm", "sglang", "trtllm")
+ENGINES = NAMES       # the engine registry: sources/engines/
 # What a rule looks at: one deployment (a log, a scrape, one replica of a fleet), or the fleet's
 # replicas side by side (fleet signals only).
 SCOPES = ("replica", "fleet")

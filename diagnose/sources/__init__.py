@@ -5,7 +5,7 @@ The face of the package; the work is in its modules:
 - sniff.py says what an input is (log, scrape, GPU samples, structured records, benchmark result);
 - loading.py reads each one into Evidence: a log through the scanner (scanner.py, or the C scanner
   in native/ for big files), the prefix peeler (lineprefix.py), the shared-line parser
-  (common_lines.py) and the engine parsers (vllm.py, sglang.py, trtllm.py); whole-file formats
+  (common_lines.py) and the engine parsers (engines/<name>/lines.py, one folder per engine); whole-file formats
   through structured.py, load-test results through bench.py, scrapes through prometheus.py,
   GPU samples through gpu.py;
 - grouping.py splits inputs of different engines into different deployments;

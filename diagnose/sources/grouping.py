@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..evidence.model import Evidence
 from .gpu import sniff_gpu
 from .loading import load_one, load
-from .prometheus import sniff_prometheus
+from .prometheus import ENGINE_OF, sniff_prometheus
 from .reader import Input, InputError
 from .sniff import SNIFF_BYTES
 from .structured import sniff
@@ -40,7 +40,7 @@ def sniff_engine(inp: Input, year) -> str | None:
             return None
         pk = sniff_prometheus(clean)
         if pk:
-            for prefix, eng in (("vllm:", "vllm"), ("sglang", "sglang"), ("trtllm", "trtllm"), ("nv_trt_llm", "trtllm")):
+            for prefix, eng in ENGINE_OF:
                 if prefix.encode() in head:
                     return eng
             return None

@@ -7,6 +7,10 @@ import json
 import re
 import shlex
 import warnings
+from functools import lru_cache
+
+from .. import redact as _redaction
+from ..redact import redact
 
 
 def split_top(s: str, sep: str = ",") -> list[str]:
@@ -190,3 +194,22 @@ class WrappedDump:
             body, line = "".join(self.parts), self.line    # pastes break mid-token: join as is
             self.parts = None
             self.done(body, line, ev)
+
+
+@lru_cache(maxsize=4)
+def _redacted(raw: str, enabled: bool) -> str:
+    return redact(raw)      # one config line gives many facts: redact it once, not per key
+
+
+def excerpt(raw: str, key: str, width: int = 160) -> str:
+    """A long config line cut down to the part around `key`, so evidence shows what matters."""
+    # Redacted before it is cut: a cut can drop the `api_key=` that tells a credential from text.
+    raw = _redacted(raw, _redaction.ENABLED)
+    if len(raw) <= width:
+        return raw
+    i = raw.find(key)
+    if i < 0:
+        return raw[:width] + " …"
+    head = raw[: raw.find("]") + 1] if "] " in raw[:120] else ""
+    start = max(len(head), i - 30)
+    return f"{head} … {raw[start:start + width - len(head)]} …"

@@ -2,13 +2,16 @@
 
 Order of layers, outermost first: ANSI colour, markdown quote `> `, docker/kubectl RFC 3339
 timestamp or journald prefix, nested process prefixes `(Name pid=N[, ip=A])`, then the
-engine's logger header (vLLM: `LEVEL MM-DD HH:MM:SS [file:line] `).
+engine's logger header (vLLM: `LEVEL MM-DD HH:MM:SS [file:line] `; each engine's in
+engines/<name>/header.py).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from .engines import ENGINES
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 COLLECTOR = re.compile(
@@ -19,24 +22,9 @@ COLLECTOR = re.compile(
 # the opening parenthesis of the first one.
 PROC = re.compile(r"^\(?(?:(?P<name>[^()]*?) )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.:a-f]+))?\) ")
 REPEATED = re.compile(r" \[repeated (\d+)x across cluster\]\s*$")
-VLLM_HEADER = re.compile(
-    r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<mon>\d\d)-(?P<day>\d\d) "
-    r"(?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)? \[?(?P<file>[\w./<>-]+(?:\.\.\./[\w./-]+)?):(?P<lineno>\d+)\] "
-)
-
-
-# SGLang: `[2025-01-06 02:58:44 TP5] `, `[04:40:55 TP0] `, `[2025-05-14 09:31:43.123 DP0 TP0 EP0] `
-SGLANG_HEADER = re.compile(
-    r"^\[(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<hms>\d\d:\d\d:\d\d)(?:[.,]\d+)?(?P<tags>(?: [A-Z][A-Z_]*\d+)*)\] ")
-# TensorRT-LLM: `[TensorRT-LLM][INFO] `, `[TensorRT-LLM][INFO][3] `,
-# `[08/07/2025-02:28:51] [TRT-LLM] [I] `, `[..] [TRT-LLM] [RANK 1] [I] `, `[..] [TRT] [I] `,
-# `04-28-2025 09:56:44.123456 [TRT-LLM] [I] [batchmgr] [RANK 0] `
-TRT_HEADER = re.compile(
-    r"^(?:\[TensorRT-LLM\]\[(?P<lvl1>[A-Z]+)\](?:\[\d+\])? "
-    r"|(?:\[(?P<d1>\d\d/\d\d/\d{4})-(?P<t1>\d\d:\d\d:\d\d)\] |(?P<d2>\d\d-\d\d-\d{4}) (?P<t2>\d\d:\d\d:\d\d)(?:\.\d+)? )"
-    r"\[(?:TRT-LLM|TRT)\](?: \[(?:MPI_Rank|RANK) \d+\])? \[(?P<lvl2>[A-Z])\](?: \[[\w ]+\])?(?: \[RANK \d+\])? )")
-# Triton (glog): `I1218 03:35:37.688135 20559 libtensorrtllm.cc:1205] `
-GLOG_HEADER = re.compile(r"^(?P<lvl>[IWEF])(?P<mon>\d\d)(?P<day>\d\d) (?P<hms>\d\d:\d\d:\d\d)\.\d+ +\d+ [\w.]+:\d+\] ")
+# Each engine's logger header is declared in its folder (engines/<name>/header.py) and tried
+# in the registry's order.
+HEADERS = tuple(e.header for e in ENGINES.values())
 
 
 @dataclass(slots=True)
@@ -94,40 +82,14 @@ def peel(source: str, lineno: int, text: str) -> Line:
             text = text[: m.start()]
     level = stamp = dt = fmt = None
     tags = ""
-    c = text[:1]
-    m = VLLM_HEADER.match(text) if c in "DIWEC" else None
-    if m:
-        level, fmt = m.group("level"), "vllm"
-        stamp = (int(m.group("mon")), int(m.group("day")), m.group("hms"))
-        text = text[m.end():]
-    elif c == "[":
-        m = SGLANG_HEADER.match(text)
-        if m:
-            fmt, tags = "sglang", m.group("tags").strip()
-            if m.group("date"):
-                dt = _dt(m.group("date"), m.group("hms"))
-            text = text[m.end():]
-        else:
-            m = TRT_HEADER.match(text)
-            if m:
-                fmt, level = "trtllm", m.group("lvl1") or m.group("lvl2")
-                if m.group("d1"):
-                    mo, d, y = m.group("d1").split("/")
-                    dt = _dt(f"{y}-{mo}-{d}", m.group("t1"))
-                text = text[m.end():]
-    elif c.isdigit():
-        m = TRT_HEADER.match(text)
-        if m:
-            fmt, level = "trtllm", m.group("lvl2")
-            mo, d, y = m.group("d2").split("-")
-            dt = _dt(f"{y}-{mo}-{d}", m.group("t2"))
-            text = text[m.end():]
-    elif c in "IWEF":
-        m = GLOG_HEADER.match(text)
-        if m:
-            fmt, level = "triton", m.group("lvl")
-            stamp = (int(m.group("mon")), int(m.group("day")), m.group("hms"))
-            text = text[m.end():]
+    for match in HEADERS:
+        h = match(text)
+        if h is not None:
+            fmt, level, stamp, tags = h.fmt, h.level, h.stamp, h.tags
+            if h.date:
+                dt = _dt(h.date, h.hms)
+            text = text[h.end:]
+            break
     return Line(source, lineno, raw, text, proc, ip, level, stamp, iso, repeat, dt, fmt, tags)
 
 

@@ -1,6 +1,6 @@
 """Reading inputs into Evidence. A log goes line by line through the reader (scanner.py, or the C
 scanner for big files, native/), the prefix peeler (lineprefix.py), the shared-line parser
-(common_lines.py) and the engine parsers (vllm.py, sglang.py, trtllm.py); scrapes, GPU samples,
+(common_lines.py) and the engine parsers (engines/<name>/lines.py); scrapes, GPU samples,
 structured records and benchmark results go to their own loaders, chosen by sniff.py."""
 from __future__ import annotations
 
@@ -12,22 +12,19 @@ from ..evidence.finish import finish
 from ..evidence.model import Evidence, InputInfo
 from .bench import load_bench, sniff_bench
 from .common_lines import feed_common, finish_lifecycle
+from .engines import ENGINES
 from .gpu import load_gpu, sniff_gpu
 from .lineprefix import Clock, peel
 from .progress import advancer, counted, progress_bar
 from .prometheus import load_exposition, load_query_range, sniff_prometheus
 from .reader import Input, InputError
 from .scanner import ScanCounts, scan
-from .sglang import SglangParser
 from .sniff import SNIFF_BYTES, endless_binary, is_log, sniff_head
 from .structured import load_structured, sniff
-from .trtllm import TrtllmParser
 from .unreadable import blank_unreadable, note_unreadable
 from .unwrap import unwrap
-from .vllm import VllmParser
 
 # Which parser to offer a line first, by the header shape it carries.
-FIRST_BY_FMT = {"vllm": 0, "sglang": 1, "trtllm": 2, "triton": 2}
 
 
 # What converting a damaged value raises: float("1..2"), int(float("inf")), int("9" * 5000).
@@ -136,16 +133,22 @@ def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, starte
     info = InputInfo(path=inp.display)
     counts = ScanCounts()
     clock = Clock(year)
-    parsers = [VllmParser(), SglangParser(), TrtllmParser()]
+    parsers = [e.parser() for e in ENGINES.values()]
     engine_lines: dict[str, int] = {}
     recognised = 0
 
     # The parser of the line's header format first, then the others.
-    orders = {fmt: [parsers[i]] + [p for j, p in enumerate(parsers) if j != i] for fmt, i in FIRST_BY_FMT.items()}
-    wants = [p.wants_more for p in parsers[1:]]
+    orders = {fmt: [p] + [q for q in parsers if q is not p]
+              for p, e in zip(parsers, ENGINES.values()) for fmt in e.formats}
+    # Parsers that can be in the middle of a dump a paste wrapped over several lines.
+    followers = [p for p in parsers if hasattr(p, "wants_more")]
+    wants = [p.wants_more for p in followers]
 
     def pending():      # asked once or twice per line: no generator
-        return wants[0]() or wants[1]()
+        for w in wants:
+            if w():
+                return True
+        return False
 
     from . import bulk
     bar = progress_bar(inp) if not sniffing else None
@@ -186,7 +189,7 @@ def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, starte
         # that raise. Such a line is skipped and counted: one bad line never costs the whole file.
         try:
             if pending():
-                for p in parsers[1:]:
+                for p in followers:
                     if p.wants_more():
                         p.more(text, ev)
                 recognised += 1
@@ -206,8 +209,9 @@ def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, starte
     if bar:
         bar.close()
     finish_lifecycle(ev, inp.display)
-    for p in parsers[1:]:
-        p.finish(ev)
+    for p in parsers:
+        if hasattr(p, "finish"):
+            p.finish(ev)
     if clock.guessed and ev.stats_rows:
         ev.year_guessed[inp.display] = clock.base_year
     recognised += getattr(counts, "bulk_recognised", 0)

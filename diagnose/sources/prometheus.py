@@ -12,86 +12,47 @@ import re
 from datetime import datetime, timedelta, timezone
 
 from ..evidence.model import Evidence, InputInfo, _finite
+from .engines import ENGINES, merged
 from .reader import InputError
 
-# Gauges: metric → (stats column, scale, how instances' engines combine)
-GAUGES = {
-    "vllm:num_requests_running": ("running", 1, "sum"), "vllm:num_requests_waiting": ("waiting", 1, "sum"),
-    # KV usage: the fullest engine of an instance (data-parallel engines each have their own cache;
-    # an average hides the one at 98 %), as vLLM's dashboards show it.
-    "vllm:kv_cache_usage_perc": ("kv_usage", 100, "max"), "vllm:gpu_cache_usage_perc": ("kv_usage", 100, "max"),
-    "vllm:num_requests_swapped": ("swapped", 1, "sum"),
-    "sglang:num_running_reqs": ("running", 1, "sum"), "sglang:num_queue_reqs": ("waiting", 1, "sum"),
-    "sglang:token_usage": ("kv_usage", 100, "max"), "sglang:gen_throughput": ("gen_tps", 1, "sum"),
-    "sglang:cache_hit_rate": ("prefix_hit", 100, "avg"), "vllm:gpu_prefix_cache_hit_rate": ("prefix_hit", 100, "avg"),
-    "trtllm_num_requests_running": ("running", 1, "sum"), "trtllm_num_requests_waiting": ("waiting", 1, "sum"),
-    "trtllm_kv_cache_utilization": ("kv_usage", 100, "max"),
-    "nv_trt_llm_request_metrics": (None, 1, "sum"),
+# Each engine's metric names are declared in its folder (engines/<name>/__init__.py); what no one
+# engine writes (NVIDIA Dynamo's frontend, in front of vLLM, SGLang or TensorRT-LLM workers; the
+# forge gateway) is here. The tables, by kind:
+# gauges: metric → (stats column, scale, how instances' engines combine)
+SHARED_GAUGES = {
     "forge_active_sessions": ("running", 1, "sum"), "forge_queue_depth": ("waiting", 1, "sum"),
-    # NVIDIA Dynamo's frontend (in front of vLLM, SGLang or TensorRT-LLM workers)
     "dynamo_frontend_inflight_requests": ("running", 1, "sum"), "dynamo_frontend_queued_requests": ("waiting", 1, "sum"),
 }
-# Gauges that hold several quantities told apart by a label (Triton's TensorRT-LLM backend):
-# (metric, label matcher) → (stats column or "fact:NAME", scale, how instances' series combine)
-LABELLED_GAUGES = {
-    ("nv_trt_llm_request_metrics", 'request_type="active"'): ("running", 1, "sum"),
-    ("nv_trt_llm_request_metrics", 'request_type="waiting"'): ("waiting", 1, "sum"),      # v0.18+
-    ("nv_trt_llm_kv_cache_block_metrics", 'kv_cache_block_type="fraction"'): ("kv_usage", 100, "max"),  # v0.18+
-    ("nv_trt_llm_request_metrics", 'request_type="max"'): ("fact:max_num_seqs", 1, "max"),
-}
-# Counters → per-second rates (or per-step increases)
-COUNTERS = {
-    "vllm:generation_tokens_total": ("gen_tps", "rate"), "vllm:prompt_tokens_total": ("prompt_tps", "rate"),
-    "vllm:num_preemptions_total": ("preemptions", "increase"),
-    "sglang:generation_tokens_total": ("gen_tps", "rate"), "sglang:prompt_tokens_total": ("prompt_tps", "rate"),
-    # SGLang's retraction counter (0.5.x); the gauge sglang:num_retracted_reqs holds one interval's
-    # retractions and is not a counter.
-    "sglang:num_retracted_requests_total": ("preemptions", "increase"),
-    "trtllm_generation_tokens_total": ("gen_tps", "rate"), "trtllm_prompt_tokens_total": ("prompt_tps", "rate"),
-    "dynamo_frontend_output_tokens_total": ("gen_tps", "rate"),
-}
-# Two counters' rates over the same window, divided: (numerator, denominator) → (stats column, scale).
-# Prefix-cache hit rate = hit tokens / queried tokens (vLLM V1 names, and the gpu_ ones of
-# 0.7.3–0.11); prompt length = prompt tokens / requests (a token histogram's sum and count).
-RATIOS = {
-    ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"): ("prefix_hit", 100),
-    ("vllm:gpu_prefix_cache_hits_total", "vllm:gpu_prefix_cache_queries_total"): ("prefix_hit", 100),
-    ("trtllm_prompt_cached_tokens_total", "trtllm_prompt_tokens_total"): ("prefix_hit", 100),
-    ("vllm:request_prompt_tokens_sum", "vllm:request_prompt_tokens_count"): ("prompt_len", 1),
-    ("sglang:prompt_tokens_histogram_sum", "sglang:prompt_tokens_histogram_count"): ("prompt_len", 1),
-}
-RATIO_PARTS = {n: (col, part) for pair, (col, _) in RATIOS.items() for n, part in zip(pair, ("num", "den"))}
-RATIO_SCALE = {col: scale for col, scale in RATIOS.values()}
-# Histograms → quantiles
-HISTOGRAMS = {
-    "vllm:time_to_first_token_seconds": "ttft", "vllm:inter_token_latency_seconds": "itl",
-    "vllm:time_per_output_token_seconds": "itl", "sglang:time_to_first_token_seconds": "ttft",
-    "sglang:inter_token_latency_seconds": "itl", "sglang:time_per_output_token_seconds": "itl",
-    "trtllm_time_to_first_token_seconds": "ttft", "trtllm_time_per_output_token_seconds": "itl",
+# counters → per-second rates (or per-step increases)
+SHARED_COUNTERS = {"dynamo_frontend_output_tokens_total": ("gen_tps", "rate")}
+# histograms → quantiles
+SHARED_HISTOGRAMS = {
     "forge_ttft_seconds": "ttft",
     "dynamo_frontend_time_to_first_token_seconds": "ttft", "dynamo_frontend_inter_token_latency_seconds": "itl",
 }
-# Where a request's time goes, as the dashboards show it: judged over the whole window only (each
-# family → its window quantiles and mean), not as a series.
-STAGE_HISTOGRAMS = {
-    "vllm:request_queue_time_seconds": "queue_time", "vllm:e2e_request_latency_seconds": "e2e",
-    "vllm:request_prefill_time_seconds": "prefill_time", "vllm:request_decode_time_seconds": "decode_time",
-    "sglang:queue_time_seconds": "queue_time", "sglang:e2e_request_latency_seconds": "e2e",
-    "trtllm_request_queue_time_seconds": "queue_time", "trtllm_e2e_request_latency_seconds": "e2e",
-    "trtllm_request_prefill_time_seconds": "prefill_time", "trtllm_request_decode_time_seconds": "decode_time",
-    "dynamo_frontend_request_duration_seconds": "e2e",
-}
-# Single values that are configuration facts
-FACT_GAUGES = {"sglang:max_total_num_tokens": "kv_cache_tokens", "sglang:max_running_requests": "max_num_seqs",
-               "sglang:context_len": "max_model_len", "forge_max_sessions": "max_sessions",
-               "forge_max_queue_depth": "max_queue_depth", "trtllm_max_num_active_requests": "max_num_seqs",
-               "dynamo_frontend_model_max_num_seqs": "max_num_seqs", "dynamo_frontend_model_context_length": "max_model_len",
-               "dynamo_frontend_model_max_num_batched_tokens": "max_num_batched_tokens"}
-ENGINE_OF = (("vllm:", "vllm"), ("sglang:", "sglang"), ("sglang_", "sglang"), ("trtllm", "trtllm"),
-             ("nv_trt_llm", "trtllm"), ("nv_inference", "trtllm"))
+# stage histograms: where a request's time goes, as the dashboards show it; judged over the whole
+# window only (each family → its window quantiles and mean), not as a series
+SHARED_STAGE_HISTOGRAMS = {"dynamo_frontend_request_duration_seconds": "e2e"}
+# single values that are configuration facts
+SHARED_FACT_GAUGES = {"forge_max_sessions": "max_sessions", "forge_max_queue_depth": "max_queue_depth",
+                      "dynamo_frontend_model_max_num_seqs": "max_num_seqs", "dynamo_frontend_model_context_length": "max_model_len",
+                      "dynamo_frontend_model_max_num_batched_tokens": "max_num_batched_tokens"}
+
+GAUGES = {**merged("gauges"), **SHARED_GAUGES}
+# gauges that hold several quantities told apart by a label:
+# (metric, label matcher) → (stats column or "fact:NAME", scale, how instances' series combine)
+LABELLED_GAUGES = merged("labelled_gauges")
+COUNTERS = {**merged("counters"), **SHARED_COUNTERS}
+# two counters' rates over the same window, divided: (numerator, denominator) → (stats column, scale)
+RATIOS = merged("ratios")
+RATIO_PARTS = {n: (col, part) for pair, (col, _) in RATIOS.items() for n, part in zip(pair, ("num", "den"))}
+RATIO_SCALE = {col: scale for col, scale in RATIOS.values()}
+HISTOGRAMS = {**merged("histograms"), **SHARED_HISTOGRAMS}
+STAGE_HISTOGRAMS = {**merged("stage_histograms"), **SHARED_STAGE_HISTOGRAMS}
+FACT_GAUGES = {**merged("fact_gauges"), **SHARED_FACT_GAUGES}
+ENGINE_OF = tuple((prefix, e.name) for e in ENGINES.values() for prefix in e.metric_prefixes)
 METRIC_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+(?P<ts>-?\d+(?:\.\d+)?))?\s*$")
 MAX_TS = 32503680000.0     # year 3000, in seconds: later sample times are damage, not dates
-FAMILIES = ("vllm:", "sglang:", "sglang_", "trtllm_", "nv_trt_llm_", "nv_inference_", "forge_", "dynamo_frontend_")
 
 
 def sniff_prometheus(head: bytes) -> str | None:

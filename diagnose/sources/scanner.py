@@ -11,27 +11,25 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-# Every line a parser understands contains at least one of these. Keep them plain strings:
-# bench/ greps with the same list to compare speed.
-GREP_KEYWORDS = [
-    "throughput", "with config:", "non-default args", "args: Namespace", "version",
-    "KV cache", "KV Cache", "Maximum concurrency", "blocks:", "took", "takes",
-    "total_gpu_memory", "Cudagraph", "CUDA graph", "cudagraph", "eager",
+from .engines import ENGINES
+
+# Every line a parser understands contains at least one of these: the words of lines every engine
+# writes (NCCL, CUDA, uvicorn, Ray, crashes, shutdowns), then each engine's own (engines/<name>/).
+# Keep them plain strings: bench/ greps with the same list to compare speed, and the C scanner
+# gets it as it is.
+SHARED_KEYWORDS = [
+    "throughput", "version", "KV cache", "KV Cache", "blocks:", "took", "takes",
+    "total_gpu_memory", "CUDA graph", "cudagraph", "eager",
     "allreduce", "NCCL", "Ray", "preempted", "Error", "error", "out of memory", "Out of memory", "Cuda graph is disabled", "OutOfMemory", "could not be allocated", "ALLOC_FAILED",
     "died", "timed out", "Traceback", "Exception", "Interrupt", "SystemExit", "failed to start",
-    "SIGTERM", "SIGINT", "placement group", "█  model", "(UUID: GPU-", "CUDA capability", "  NVIDIA ", "signal", "Shutting down", "Terminated", "Aborted", "Stopping", "HTTP/", "request", "startup complete",
+    "SIGTERM", "SIGINT", "placement group", "█  model", "(UUID: GPU-", "CUDA capability", "  NVIDIA ", "signal", "Shutting down", "Terminated", "Aborted", "Stopping", "HTTP/", "request",
+    "startup complete",
     "max model len", "max_num_batched_tokens", "context length", "max_seq_len", "maximum model length", "detected platform",
-    "vllm serve", "vllm.entrypoints", "capacity of", "SpecDecoding", "Speculative metrics",
-    "Prefix cache hit rate", "Uvicorn running", "--", "reserved number of GPUs",
-    # SGLang
-    "batch", "#running-req", "Receive: obj=", "ServerArgs", "server_args", "Load weight", "max_total_num_tokens",
-    "Capture cuda graph", "fired up", "retract", "Not enough memory", "hit an exception", "sigquit",
-    "sglang",
-    # TensorRT-LLM / Triton
-    "TensorRT-LLM", "TRT-LLM", "[TRT]", "Active Request Count", "iterLatencyMS", "Free KV cache",
+    "capacity of", "Speculative metrics", "Uvicorn running", "--", "reserved number of GPUs",
     # DCGM exporter's own log
     "DCP metrics", "metric not enabled",
 ]
+GREP_KEYWORDS = SHARED_KEYWORDS + [k for e in ENGINES.values() for k in e.keywords if k not in SHARED_KEYWORDS]
 
 _KW = re.compile(b"|".join(re.escape(k.encode()) for k in GREP_KEYWORDS))
 

@@ -7,7 +7,7 @@ import re
 
 from ..evidence.model import Evidence, InputInfo
 from .reader import Input, InputError
-from .trtllm import CONFIG_KEYS, add_iteration
+from .engines.trtllm.lines import CONFIG_KEYS, add_iteration
 
 MAX_BYTES = 64 * 1024 * 1024
 # `key = value` with spaces, as TOML is written; logfmt (`time="…" level=info`) has none.

@@ -5,14 +5,13 @@ Keys on message text, never on the `[file.py:NN]` part, which moves every releas
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
-from ..evidence.model import Evidence
-from .. import redact as _redaction
-from ..redact import redact
-from . import kv
-from .common_lines import note_alive, note_failure, note_launch, note_prompt
-from .lineprefix import Line
+from ....evidence.model import Evidence
+from ....redact import redact
+from ... import kv
+from ...kv import excerpt
+from ...common_lines import note_alive, note_failure, note_launch, note_prompt
+from ...lineprefix import Line
 
 ENGINE = "vllm"
 
@@ -449,25 +448,9 @@ class VllmParser:
     ]
 
 
-@lru_cache(maxsize=4)
-def _redacted(raw: str, enabled: bool) -> str:
-    return redact(raw)      # one config line gives many facts: redact it once, not per key
-
-
-def excerpt(raw: str, key: str, width: int = 160) -> str:
-    """A long config line cut down to the part around `key`, so evidence shows what matters."""
-    # Redacted before it is cut: a cut can drop the `api_key=` that tells a credential from text.
-    raw = _redacted(raw, _redaction.ENABLED)
-    if len(raw) <= width:
-        return raw
-    i = raw.find(key)
-    if i < 0:
-        return raw[:width] + " …"
-    head = raw[: raw.find("]") + 1] if "] " in raw[:120] else ""
-    start = max(len(head), i - 30)
-    return f"{head} … {raw[start:start + width - len(head)]} …"
-
-
 def looks_like(line: Line) -> bool:
     """Does this line prove the log is vLLM's? (Engine detection; SGLang/TRT-LLM add theirs.)"""
     return line.stamp is not None and line.level is not None
+
+
+Parser = VllmParser

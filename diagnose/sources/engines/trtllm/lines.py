@@ -10,10 +10,10 @@ import json
 import re
 from datetime import datetime
 
-from ..evidence.model import Evidence
-from .common_lines import note_failure, note_launch
-from . import kv
-from .lineprefix import Line
+from ....evidence.model import Evidence
+from ...common_lines import note_failure, note_launch
+from ... import kv
+from ...lineprefix import Line
 
 ENGINE = "trtllm"
 
@@ -379,3 +379,6 @@ def add_iteration(obj: dict, ev: Evidence, source: str, line: int) -> None:
         ev.counters["paused_peak"] = max(ev.counters.get("paused_peak", 0), int(row["paused"]))
     ev.set_fact("engine", ENGINE, override=False)
     ev.add_stats(row)
+
+
+Parser = TrtllmParser

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import re
 
-from ..evidence.model import Evidence
-from . import kv
-from ..redact import redact
-from .common_lines import note_alive, note_failure, note_launch, note_prompt_field
-from .lineprefix import Line, peel
+from ....evidence.model import Evidence
+from ... import kv
+from ...kv import excerpt
+from ....redact import redact
+from ...common_lines import note_alive, note_failure, note_launch, note_prompt_field
+from ...lineprefix import Line, peel
 
 ENGINE = "sglang"
 
@@ -145,7 +146,6 @@ class SglangParser:
         self._apply(d, line, ev)
 
     def _apply(self, d: dict, line: Line, ev: Evidence) -> None:
-        from .vllm import excerpt
         src, n, raw = line.source, line.lineno, line.raw
         for k, v in d.items():
             ev.settings.setdefault(k, v)
@@ -350,3 +350,6 @@ def _num(x):
 def _dp_rank(tags: str) -> int:
     m = re.search(r"\bDP(\d+)", tags or "")
     return int(m.group(1)) if m else 0
+
+
+Parser = SglangParser

@@ -1,0 +1,19 @@
+"""SGLang's logger header: `[2025-01-06 02:58:44 TP5] `, `[04:40:55 TP0] `,
+`[2025-05-14 09:31:43.123 DP0 TP0 EP0] `."""
+from __future__ import annotations
+
+import re
+
+from .. import Header
+
+HEADER = re.compile(
+    r"^\[(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<hms>\d\d:\d\d:\d\d)(?:[.,]\d+)?(?P<tags>(?: [A-Z][A-Z_]*\d+)*)\] ")
+
+
+def match(text: str) -> Header | None:
+    if text[:1] != "[":
+        return None
+    m = HEADER.match(text)
+    if not m:
+        return None
+    return Header("sglang", m.end(), date=m.group("date"), hms=m.group("hms"), tags=m.group("tags").strip())

@@ -1,0 +1,46 @@
+"""vLLM: V0 (0.4–0.7) and V1 (0.8 on) logs, `vllm:` metrics, `vllm serve` flags."""
+from __future__ import annotations
+
+from .. import Engine
+from . import header
+
+ENGINE = Engine(
+    name="vllm",
+    header=header.match,
+    formats=("vllm",),
+    keywords=("vllm serve", "vllm.entrypoints", "non-default args", "args: Namespace", "with config:",
+              "Maximum concurrency", "Cudagraph", "SpecDecoding", "Prefix cache hit rate"),
+    metric_prefixes=("vllm:",),
+    gauges={
+        "vllm:num_requests_running": ("running", 1, "sum"), "vllm:num_requests_waiting": ("waiting", 1, "sum"),
+        # KV usage: the fullest engine of an instance (data-parallel engines each have their own
+        # cache; an average hides the one at 98 %), as vLLM's dashboards show it.
+        "vllm:kv_cache_usage_perc": ("kv_usage", 100, "max"), "vllm:gpu_cache_usage_perc": ("kv_usage", 100, "max"),
+        "vllm:num_requests_swapped": ("swapped", 1, "sum"),
+        "vllm:gpu_prefix_cache_hit_rate": ("prefix_hit", 100, "avg"),
+    },
+    counters={
+        "vllm:generation_tokens_total": ("gen_tps", "rate"), "vllm:prompt_tokens_total": ("prompt_tps", "rate"),
+        "vllm:num_preemptions_total": ("preemptions", "increase"),
+    },
+    # hit tokens / queried tokens (V1 names, and the gpu_ ones of 0.7.3–0.11); prompt length
+    ratios={
+        ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"): ("prefix_hit", 100),
+        ("vllm:gpu_prefix_cache_hits_total", "vllm:gpu_prefix_cache_queries_total"): ("prefix_hit", 100),
+        ("vllm:request_prompt_tokens_sum", "vllm:request_prompt_tokens_count"): ("prompt_len", 1),
+    },
+    histograms={
+        "vllm:time_to_first_token_seconds": "ttft", "vllm:inter_token_latency_seconds": "itl",
+        "vllm:time_per_output_token_seconds": "itl",
+    },
+    stage_histograms={
+        "vllm:request_queue_time_seconds": "queue_time", "vllm:e2e_request_latency_seconds": "e2e",
+        "vllm:request_prefill_time_seconds": "prefill_time", "vllm:request_decode_time_seconds": "decode_time",
+    },
+    command="vllm serve",
+    aliases={"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
+             "--tensor_parallel_size": "--tensor-parallel-size"},
+    flags_from_facts=(("tensor_parallel_size", "--tensor-parallel-size", 1), ("pipeline_parallel_size", "--pipeline-parallel-size", 1),
+                      ("data_parallel_size", "--data-parallel-size", 1), ("enforce_eager", "--enforce-eager", False),
+                      ("kv_cache_dtype", "--kv-cache-dtype", "auto"), ("quantization", "--quantization", None)),
+)
