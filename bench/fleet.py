@@ -1,5 +1,5 @@
 """Fleet diagnosis speed: N replicas × a window of 15 s steps, diagnosed replica by replica plus the
-fleet rules (issue 5: 100 instances over 24 h in under 10 s). The Prometheus query time is not
+fleet rules (goal: 100 instances over 24 h in under 10 s). The Prometheus query time is not
 included: this measures what diagnose does with the series once fetched.
 
     python bench/fleet.py [--instances 100] [--hours 24] [--step 15]

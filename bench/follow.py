@@ -6,8 +6,8 @@
 Starts `diagnose --follow LOG --format json` on a vLLM log that a writer thread grows by `--rate`
 lines per second (access and request lines, with a stats line every 10 s, as a busy server
 writes), and samples the follower's CPU time and RSS from /proc every second. Prints, per 10 s of
-run time: the log's size, the follower's CPU % of one core over that stretch, its RSS. Goals
-(issue 19): CPU < 10 % of one core at 10,000 lines/s, RSS flat. Standard library only; Linux.
+run time: the log's size, the follower's CPU % of one core over that stretch, its RSS. Goals:
+CPU < 10 % of one core at 10,000 lines/s, RSS flat. Standard library only; Linux.
 """
 from __future__ import annotations
 
