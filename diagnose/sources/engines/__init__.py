@@ -13,51 +13,59 @@ this registry.
 """
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from types import MappingProxyType
+
+_EMPTY = MappingProxyType({})      # read-only: a default shared by every engine
 
 
-class Header(NamedTuple):
-    """What an engine's logger header says: its format, level, time, tags, and where the
-    message starts. `stamp` is (month, day, "HH:MM:SS") for headers without a year; `date`
-    is "YYYY-MM-DD" where the header has one."""
-    fmt: str
-    end: int
-    level: str | None = None
-    stamp: tuple | None = None
-    date: str | None = None
-    hms: str | None = None
-    tags: str = ""
+class Header:
+    """What an engine's logger header says: its format, where the message starts, level, time and
+    tags. `stamp` is (month, day, "HH:MM:SS") for headers without a year; `date` is "YYYY-MM-DD"
+    where the header has one. (A plain class: a NamedTuple costs 1–2 ms to create, every run.)"""
+    __slots__ = ("fmt", "end", "level", "stamp", "date", "hms", "tags")
+
+    def __init__(self, fmt: str, end: int, level: str | None = None, stamp: tuple | None = None,
+                 date: str | None = None, hms: str | None = None, tags: str = "") -> None:
+        self.fmt, self.end, self.level, self.stamp = fmt, end, level, stamp
+        self.date, self.hms, self.tags = date, hms, tags
 
 
-@dataclass(frozen=True)
 class Engine:
-    name: str                       # as rule files and reports name it
-    header: object = None           # header.match: text -> Header | None
-    formats: tuple = ()             # the header formats (lineprefix's Line.fmt) its lines carry
-    keywords: tuple = ()            # every line its parser acts on holds one of these (scanner)
+    """An engine's spec: `Engine(name=..., ...)`; what is not given keeps the defaults below.
+    A plain class, not a dataclass: it is built on every run, and a frozen dataclass of this
+    size costs 4 ms to create."""
+    name = ""                   # as rule files and reports name it
+    header = None               # header.match: text -> Header | None
+    formats = ()                # the header formats (lineprefix's Line.fmt) its lines carry
+    keywords = ()               # every line its parser acts on holds one of these (scanner)
     # Prometheus: metric-name prefixes that say which engine a scrape is from, and its metrics by
     # kind, in the shapes sources/prometheus.py documents for each table
-    metric_prefixes: tuple = ()
-    gauges: dict = field(default_factory=dict)
-    labelled_gauges: dict = field(default_factory=dict)
-    counters: dict = field(default_factory=dict)
-    ratios: dict = field(default_factory=dict)
-    histograms: dict = field(default_factory=dict)
-    stage_histograms: dict = field(default_factory=dict)
-    fact_gauges: dict = field(default_factory=dict)
+    metric_prefixes = ()
+    gauges = _EMPTY
+    labelled_gauges = _EMPTY
+    counters = _EMPTY
+    ratios = _EMPTY
+    histograms = _EMPTY
+    stage_histograms = _EMPTY
+    fact_gauges = _EMPTY
     # The launch command: how it starts, flag spellings that mean the same, and the facts that
     # become flags when only a config dump is known: (fact, flag, default)
-    command: str = ""
-    model_flag: str = ""            # the flag before the model, where it is not the first argument
-    flag_sep: str = "-"             # `--max-num-seqs`; trtllm-serve spells its flags with `_`
-    aliases: dict = field(default_factory=dict)
-    flags_from_facts: tuple = ()
+    command = ""
+    model_flag = ""             # the flag before the model, where it is not the first argument
+    flag_sep = "-"              # `--max-num-seqs`; trtllm-serve spells its flags with `_`
+    aliases = _EMPTY
+    flags_from_facts = ()
+
+    def __init__(self, **spec) -> None:
+        for k, v in spec.items():
+            if not hasattr(Engine, k) or k.startswith("_"):
+                raise TypeError(f"Engine: unknown field `{k}`")
+            setattr(self, k, v)
 
     def parser(self):
         """A new line parser for one input (imported on first use: lines.py needs lineprefix,
         which needs every engine's header)."""
+        import importlib
         return importlib.import_module(f"{__name__}.{self.name}.lines").Parser()
 
 
