@@ -126,13 +126,13 @@ def test_the_c_scanner_and_polars_agree_on_the_edge_lines(tmp_path, monkeypatch)
 @pytest.mark.parametrize("cuts", [[1], [7, 8, 9], [4096], [50, 51, 5000], [3, 100_000]])
 def test_blocks_cut_anywhere_become_whole_lines(cuts, end):
     """Empty blocks included (a UTF-16 decoder's last block is empty): no line is made of them."""
-    from diagnose.sources.native.stream import _segments
+    from diagnose.sources.scanner import line_runs
     data = b"".join(b"line %d " % i + b"x" * (i % 300) + b"\n" for i in range(2000)) + end
     blocks, at = [b""], 0
     for c in cuts + [len(data)]:
         blocks += [data[at:c], b""]
         at = c
-    segs = list(_segments(iter(blocks)))
+    segs = list(line_runs(iter(blocks)))
     joined = b"".join(buf[s:e] for buf, s, e in segs)
     assert joined == (data + b"\n" if end else data)
     assert all(buf[e - 1:e] == b"\n" for buf, s, e in segs)

@@ -23,7 +23,7 @@ from ..evidence.model import EVENT_KEEP, Event, Evidence
 from ..redact import redact
 from .common_lines import MAX_PREFIXES, PROBE_PATHS, count_head, head_key
 from .lineprefix import visible
-from .scanner import GREP_KEYWORDS
+from .scanner import GREP_KEYWORDS, line_runs
 
 DEFAULT_FAST_MIN_BYTES = 64 * 1024 * 1024
 FAST_MIN_BYTES = int(os.environ.get("DIAGNOSE_BULK_MIN_BYTES", DEFAULT_FAST_MIN_BYTES))
@@ -224,26 +224,17 @@ STREAM_BLOCK = 4 << 20     # bytes per in-memory query: large enough to amortise
 
 
 def _whole_lines(blocks):
-    """Re-cut blocks at line ends, ~STREAM_BLOCK each; a last line without newline gets one."""
-    carry = b""
+    """~STREAM_BLOCK bytes of whole lines at a time, as scanner.line_runs cuts them."""
     parts: list[bytes] = []
     size = 0
-    for chunk in blocks:
-        parts.append(chunk)
-        size += len(chunk)
-        if size < STREAM_BLOCK:
-            continue
-        buf = carry + b"".join(parts)
-        parts, size = [], 0
-        cut = buf.rfind(b"\n")
-        if cut < 0:
-            carry = buf
-            continue
-        carry = buf[cut + 1:]
-        yield buf[: cut + 1]
-    buf = carry + b"".join(parts)
-    if buf:
-        yield buf if buf.endswith(b"\n") else buf + b"\n"
+    for buf, start, end in line_runs(blocks):
+        parts.append(buf[start:end] if start or end != len(buf) else buf)
+        size += end - start
+        if size >= STREAM_BLOCK:
+            yield b"".join(parts)
+            parts, size = [], 0
+    if parts:
+        yield b"".join(parts)
 
 
 def _prefetch(it, depth: int = 2):

@@ -7,6 +7,7 @@ touching any parser, as long as it yields the same (line number, text) pairs.
 """
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -47,26 +48,46 @@ def scan(blocks: Iterable[bytes], counts: ScanCounts, keywords: re.Pattern[bytes
 
     `follow()`, when given and true, asks for the next line whatever it holds: a parser in the
     middle of a dump that a paste wrapped over several lines."""
-    carry = b""
-    base = 0  # lines before the current block
-    first = True
+    base = 0  # lines before the current run
+    blocks = iter(blocks)
     for chunk in blocks:
-        if first:
-            counts.binary_head = b"\x00" in chunk[:8192]
-            first = False
-        buf = carry + chunk if carry else chunk
-        cut = buf.rfind(b"\n")
-        if cut < 0:
-            carry = buf
-            continue
-        block, carry = buf[: cut + 1], buf[cut + 1:]
+        counts.binary_head = b"\x00" in chunk[:8192]
+        blocks = itertools.chain([chunk], blocks)
+        break
+    for buf, start, end in line_runs(blocks):
+        block = buf[start:end] if start or end != len(buf) else buf
         yield from _scan_block(block, base, counts, keywords, follow)
         n = block.count(b"\n")
         base += n
         counts.lines += n
-    if carry:
-        yield from _scan_block(carry + b"\n", base, counts, keywords, follow)
-        counts.lines += 1
+
+
+def line_runs(blocks):
+    """The one block-to-lines cutter of every reader: (buffer, start, end), runs of whole lines,
+    without copying the blocks. The line a block's end cuts is joined into a small buffer of its
+    own; a last line without newline gets one; empty blocks are no lines."""
+    tail: list[bytes] = []
+    for b in blocks:
+        if not b:
+            continue        # an empty block (a decoder's last) is no line
+        i = b.find(b"\n")
+        if i < 0:
+            tail.append(b)
+            continue
+        begin = 0
+        if tail:
+            head = b"".join(tail) + b[: i + 1]
+            tail = []
+            yield head, 0, len(head)
+            begin = i + 1
+        j = b.rfind(b"\n")
+        if j + 1 > begin:
+            yield b, begin, j + 1
+        if j + 1 < len(b):
+            tail.append(b[j + 1:])
+    if tail:
+        last = b"".join(tail) + b"\n"
+        yield last, 0, len(last)
 
 
 def _scan_block(block: bytes, base: int, counts: ScanCounts, keywords, follow=None) -> Iterator[tuple[int, str]]:

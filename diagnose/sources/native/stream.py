@@ -13,6 +13,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 from ..bulk import STDIN_PATH
+from ..scanner import line_runs
 from . import ROW_HTTP, ROW_KEYWORD, ROW_PROBE, ROW_RECEIVED, Heads, load, scan_range
 from . import scan as scan_segment
 
@@ -45,7 +46,7 @@ class Producer:
     def _tasks(self, keep: int):
         """(function, args) per segment, in line order."""
         if self.path is None:
-            for buf, start, end in _segments(self.blocks):
+            for buf, start, end in line_runs(self.blocks):
                 yield scan_segment, (self.lib, buf, start, end, keep)
             return
         fd = self.work_fd = _open(self.path, self.display)
@@ -135,33 +136,6 @@ def _scan_range(lib, fd, a, b, size, keep, text_fd, display):
         return scan_range(lib, fd, a, b, size, keep, text_fd)
     except OSError as e:
         raise InputError(f"{display}: read failed ({e.strerror or e})") from None
-
-
-def _segments(blocks):
-    """(buffer, start, end): runs of whole lines, without copying the blocks. The line a block's
-    end cuts is joined into a small buffer of its own; a last line without newline gets one."""
-    tail: list[bytes] = []
-    for b in blocks:
-        if not b:
-            continue        # an empty block (a decoder's last) is no line
-        i = b.find(b"\n")
-        if i < 0:
-            tail.append(b)
-            continue
-        begin = 0
-        if tail:
-            head = b"".join(tail) + b[: i + 1]
-            tail = []
-            yield head, 0, len(head)
-            begin = i + 1
-        j = b.rfind(b"\n")
-        if j + 1 > begin:
-            yield b, begin, j + 1
-        if j + 1 < len(b):
-            tail.append(b[j + 1:])
-    if tail:
-        last = b"".join(tail) + b"\n"
-        yield last, 0, len(last)
 
 
 # ---- the consumer ----
