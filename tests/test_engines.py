@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import FIXTURES, SAMPLES_DIR, run_cli
+from conftest import FIXTURES, SAMPLES_DIR, run_cli, run_json
 
 OTHER = SAMPLES_DIR / "other"
 ENGINE_SAMPLES = sorted(p for p in OTHER.glob("*") if p.suffix in (".log", ".json")
@@ -90,3 +90,12 @@ def test_seed001_trtllm_wide_kv_no_chunking_and_limits():
     md = run_cli("--format", "markdown", FIXTURES / "seed001").stdout.decode()
     cmd = md.split("```bash\n", 1)[1].split("```", 1)[0]
     assert cmd.startswith("trtllm-serve") and "kv_cache_config:" in cmd and "dtype: fp8" in cmd
+
+
+def test_a_tensorrt_llm_options_file_beside_a_vllm_log_is_a_second_deployment():
+    """A YAML file is an engine's when its bytes carry that engine's file markers (declared in
+    sources/engines/<name>/): here `kv_cache_config`, so it is not folded into the vLLM run."""
+    out = run_json(FIXTURES / "seed003" / "realtime.log", FIXTURES / "rules" / "cuda-graphs-disabled" / "fires-trtllm.yaml")
+    runs = {a["deployment"]["engine"]: [i["path"] for i in a["inputs"]] for a in out["analyses"]}
+    assert set(runs) == {"vllm", "trtllm"}
+    assert runs["trtllm"] == [str(FIXTURES / "rules" / "cuda-graphs-disabled" / "fires-trtllm.yaml")]

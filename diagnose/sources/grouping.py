@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..evidence.model import Evidence
+from .engines import ENGINES
 from .gpu import sniff_gpu
 from .loading import load_one, load
 from .prometheus import ENGINE_OF, sniff_prometheus
@@ -46,7 +47,7 @@ def sniff_engine(inp: Input, year) -> str | None:
             return None
         kind = sniff(clean)
         if kind:
-            return "trtllm" if b"TensorRT" in head or b"kv_cache_config" in head or b"iterLatencyMS" in head or b"Active Request Count" in head else None
+            return next((e.name for e in ENGINES.values() if any(m in head for m in e.file_markers)), None)
         cut = Input.__new__(Input)
         cut.path, cut.display = inp.path, inp.display
         cut.blocks = lambda: iter([head[: head.rfind(b"\n") + 1] or head])

@@ -38,6 +38,7 @@ class Engine:
     header = None               # header.match: text -> Header | None
     formats = ()                # the header formats (lineprefix's Line.fmt) its lines carry
     keywords = ()               # every line its parser acts on holds one of these (scanner)
+    file_markers = ()           # bytes that make a whole-file input (JSON, YAML) this engine's
     # Prometheus: metric-name prefixes that say which engine a scrape is from, and its metrics by
     # kind, in the shapes sources/prometheus.py documents for each table
     metric_prefixes = ()

@@ -10,6 +10,8 @@ ENGINE = Engine(
     header=header.match,
     formats=("trtllm", "triton"),
     keywords=("TensorRT-LLM", "TRT-LLM", "[TRT]", "Active Request Count", "iterLatencyMS", "Free KV cache"),
+    # extra_llm_api_options / SKU profiles, and /metrics IterationStats dumps
+    file_markers=(b"TensorRT", b"kv_cache_config", b"iterLatencyMS", b"Active Request Count"),
     metric_prefixes=("trtllm_", "nv_trt_llm_", "nv_inference_"),
     gauges={
         "trtllm_num_requests_running": ("running", 1, "sum"), "trtllm_num_requests_waiting": ("waiting", 1, "sum"),
