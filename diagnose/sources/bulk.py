@@ -298,26 +298,16 @@ class Tally:
                                               c("rcv").sum(), c("probe").sum()).row(0)
         counts.unreadable += bad
         self.recognised += acc + req
-        wanted = []
-        if acc:
-            ev.count("access_lines", acc)
-            for code, n in df["status"].drop_nulls().value_counts().iter_rows():
-                ev.count(f"status_{code}", n)
-                if code[0] == "5" or code == "429":
-                    wanted.append((f"http_{code}", c("status") == code, n))
-            refused_rows = c("status").is_in(["503", "429"]) & ~c("probe")
-            refused = df.select(refused_rows.sum()).item()
-            if refused:
-                ev.count("requests_refused", refused)
-                wanted.append(("request_refused", refused_rows, refused))
-            if probe:
-                ev.count("access_probe_lines", probe)
-                wanted.append(("access_probe", c("probe"), probe))
-        if req:
-            ev.count("request_lines", req)
-        for kind, which, n in wanted:
+        refused_rows = c("status").is_in(["503", "429"]) & ~c("probe")
+        selectors = {"status": lambda code: c("status") == code, "refused": lambda: refused_rows,
+                     "probe": lambda: c("probe")}
+
+        def examples(kind, which, n):
             room = EVENT_KEEP - len(ev.events.get(kind, ()))
-            _examples(ev, kind, self.display, df.filter(which).head(room) if room > 0 else None, n)
+            _examples(ev, kind, self.display, df.filter(selectors[which[0]](*which[1:])).head(room) if room > 0 else None, n)
+        status = df["status"].drop_nulls().value_counts().iter_rows() if acc else ()
+        refused = df.select(refused_rows.sum()).item() if acc else 0
+        tally_access(ev, acc, req, status, refused, probe, examples)
         if rcv:
             self.received += rcv
             ev.event_counts["request"] = ev.event_counts.get("request", 0) + rcv
@@ -376,6 +366,29 @@ def _prompt_heads(ev: Evidence, rows) -> None:  # rows: (head bytes, times)
         return
     for h, n in rows:
         count_head(ev, head_key(h), int(n))
+
+
+def tally_access(ev: Evidence, acc: int, req: int, status, refused: int, probe: int, examples) -> None:
+    """What the access and request lines a bulk reader counted (and did not parse) become in the
+    evidence, for the C scanner and polars alike, as common_lines makes of them line by line:
+    `access_lines`, `status_NNN`, examples of 5xx/429 answers, refusals (503/429 to a request,
+    not to a health probe), probes; `request_lines`. status: (three-digit code, lines) pairs;
+    examples(kind, which, total) keeps the first lines of a kind, `which` being
+    ("status", code), ("refused",) or ("probe",)."""
+    if acc:
+        ev.count("access_lines", acc)
+        for code, n in status:
+            ev.count(f"status_{code}", n)
+            if code[0] == "5" or code == "429":
+                examples(f"http_{code}", ("status", code), n)
+        if refused:
+            ev.count("requests_refused", refused)
+            examples("request_refused", ("refused",), refused)
+        if probe:
+            ev.count("access_probe_lines", probe)
+            examples("access_probe", ("probe",), probe)
+    if req:
+        ev.count("request_lines", req)
 
 
 def note_examples(ev: Evidence, kind: str, display: str, rows, total: int) -> None:

@@ -168,22 +168,17 @@ class _Tally:
         self.counts.lines += seg.lines
         self.counts.unreadable += seg.bad
         self.recognised += seg.acc + seg.req
-        if seg.acc:
-            ev.count("access_lines", seg.acc)
-            for code, n in seg.status:
-                ev.count(f"status_{code:03d}", n)
-                if code // 100 == 5 or code == 429:
-                    self._examples(seg, f"http_{code:03d}", [r for r in seg.rows if r[0] == ROW_HTTP and r[4] == code], n)
-            if seg.refused:
-                ev.count("requests_refused", seg.refused)
-                probes = {r[1] for r in seg.rows if r[0] == ROW_PROBE}
-                self._examples(seg, "request_refused", [r for r in seg.rows if r[0] == ROW_HTTP and r[4] in (503, 429)
-                                                        and r[1] not in probes], seg.refused)
-            if seg.probe:
-                ev.count("access_probe_lines", seg.probe)
-                self._examples(seg, "access_probe", [r for r in seg.rows if r[0] == ROW_PROBE], seg.probe)
-        if seg.req:
-            ev.count("request_lines", seg.req)
+
+        def rows(which):
+            if which[0] == "status":
+                code = int(which[1])
+                return [r for r in seg.rows if r[0] == ROW_HTTP and r[4] == code]
+            if which[0] == "probe":
+                return [r for r in seg.rows if r[0] == ROW_PROBE]
+            probes = {r[1] for r in seg.rows if r[0] == ROW_PROBE}
+            return [r for r in seg.rows if r[0] == ROW_HTTP and r[4] in (503, 429) and r[1] not in probes]
+        bulk.tally_access(ev, seg.acc, seg.req, [(f"{code:03d}", n) for code, n in seg.status], seg.refused,
+                          seg.probe, lambda kind, which, n: self._examples(seg, kind, rows(which), n))
         if seg.rcv:
             self._examples(seg, "request", [r for r in seg.rows if r[0] == ROW_RECEIVED], seg.rcv)
             if seg.heads:
