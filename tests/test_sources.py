@@ -157,3 +157,18 @@ def test_v0_worker_pids_give_the_ranks_when_the_args_are_missing():
     assert dep["tensor_parallel_size"] == 8 and 8 <= dep["model_params_b"] <= 11, dep
     f = next(f for f in d["findings"] if f["id"] == "over-parallelized-replicas")
     assert "--data-parallel-size" not in f["fix"]["flags"]["set"] and "load balancer" in f["fix"]["note"]
+
+
+def test_dump_values_read_as_python_literals_would():
+    """kv.value reads plain numbers and quoted strings without literal_eval (a megabyte dict line
+    took 6 s): what it gives must be what literal_eval gives, or the text where that fails."""
+    import ast
+    from diagnose.sources import kv
+    for text in ["1", "-1", "0", "-0", "007", "1.5", "01.5", "1.", "-2.5e3", "1e5", "1_000", "'abc'", '"x y"',
+                 "'a\\\\b'", "'it''s'", "''", "'", "x", "9" * 5000, "3.0", "[1, 2]", "(1,)"]:
+        try:
+            want = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            want = text
+        got = kv.value(text)
+        assert (got, type(got)) == (want, type(want)), text[:20]
