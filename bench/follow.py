@@ -7,7 +7,7 @@ Starts `diagnose --follow LOG --format json` on a vLLM log that a writer thread 
 lines per second (access and request lines, with a stats line every 10 s, as a busy server
 writes), and samples the follower's CPU time and RSS from /proc every second. Prints, per 10 s of
 run time: the log's size, the follower's CPU % of one core over that stretch, its RSS. Goals:
-CPU < 10 % of one core at 10,000 lines/s, RSS flat. Standard library only; Linux.
+CPU < 10 % of one core at 10,000 lines/s, also on a log already big (`--start-mb`: as after hours), RSS flat. Standard library only; Linux.
 """
 from __future__ import annotations
 
@@ -45,10 +45,17 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=10_000, help="lines per second appended")
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--interval", default="5s")
+    ap.add_argument("--start-mb", type=int, default=0,
+                    help="grow the log to this size before following starts (as after hours at this rate)")
     a = ap.parse_args()
     d = Path(tempfile.mkdtemp(prefix="diagnose-follow-"))
     log = d / "server.log"
     log.write_bytes(SEED.read_bytes())
+    if a.start_mb:
+        block = "".join(ACCESS.format(h=i % 250, p=i % 10_000) for i in range(10_000)).encode()
+        with log.open("ab") as fh:
+            for _ in range(a.start_mb * 1_000_000 // len(block) + 1):
+                fh.write(block)
     stop = threading.Event()
 
     def writer():
@@ -67,7 +74,7 @@ def main() -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     p = subprocess.Popen([sys.executable, "-m", "diagnose", "--follow", str(log), "--format", "json",
                           "--interval", a.interval], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=REPO)
-    time.sleep(2)            # start-up: interpreter, imports, the first pass
+    time.sleep(2 + a.start_mb / 100)     # start-up: interpreter, imports, the first pass
     w = threading.Thread(target=writer, daemon=True)
     w.start()
     print(f"rate {a.rate} lines/s for {a.seconds} s, --interval {a.interval}")

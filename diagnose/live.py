@@ -4,7 +4,9 @@
 time), so it survives rotation and truncation as `tail -F` does: after a rotation the new file
 is what is diagnosed. Nothing is kept between intervals but the last set of findings, so memory
 stays flat however long it runs; each pass reads the whole file (the C scanner makes that cheap
-for logs up to a few hundred MB). --watch re-queries the same sliding window (`--since`) ending
+for logs up to a few hundred MB). A log that grows for hours makes each pass longer: the wait
+after a pass grows with it (`pace`), so following never takes more than CPU_SHARE of a core; the
+view says when the refresh has slowed, and JSON lines carry `interval_s`. --watch re-queries the same sliding window (`--since`) ending
 now.
 
 On a terminal the view is redrawn in place: verdict, findings, timeline. Otherwise (or with
@@ -37,6 +39,15 @@ class _Stop(Exception):
     pass
 
 
+CPU_SHARE = 0.08        # of one core, on average over a pass and the wait after it
+
+
+def pace(interval_s: float, pass_cpu_s: float, pass_wall_s: float) -> float:
+    """Seconds to wait after a pass: the interval, or longer where the pass cost so much CPU that
+    waiting only the interval would take more than CPU_SHARE of a core."""
+    return max(interval_s, pass_cpu_s / CPU_SHARE - pass_wall_s)
+
+
 def run(files: list[str], prom: dict | None, kw: dict, interval_s: float, as_json: bool, since,
         fail_limit: int | None, verbose: bool) -> int:
     """Loop until SIGINT/SIGTERM; returns the exit code of the final report."""
@@ -63,6 +74,7 @@ def run(files: list[str], prom: dict | None, kw: dict, interval_s: float, as_jso
     analyses = None
     stamp = None
     note = None
+    wait = interval_s
     try:
         while True:
             now = _stamp(files) if files else None
@@ -72,6 +84,7 @@ def run(files: list[str], prom: dict | None, kw: dict, interval_s: float, as_jso
             if prom is not None:
                 end = datetime.now(timezone.utc)
                 prom = dict(prom, end=end, start=end - since)
+            cpu0, wall0 = time.process_time(), time.monotonic()
             try:
                 analyses = analyze_all(files, prometheus=prom, **kw)
                 note = None
@@ -83,25 +96,29 @@ def run(files: list[str], prom: dict | None, kw: dict, interval_s: float, as_jso
                 time.sleep(interval_s)
                 continue
             stamp = now
+            # process_time counts every thread: the C scanner's workers too
+            wait = pace(interval_s, time.process_time() - cpu0, time.monotonic() - wall0)
             docs = [a.to_json() for a in analyses]
             ids = {f["id"] for d in docs for f in d["findings"]}
             changes = {"new": sorted(ids - (previous or set())), "cleared": sorted((previous or set()) - ids)}
             first, previous = previous is None, ids
             if as_json:
                 doc = combined_json(analyses)
-                doc["time"], doc["changes"] = _now(), changes
+                doc["time"], doc["changes"], doc["interval_s"] = _now(), changes, round(wait, 1)
                 _line(doc)
             else:
                 from .reports.terminal import render
                 console.clear()
-                console.print(f"[dim]diagnose --{'watch' if prom else 'follow'} · {_now()} · every {interval_s:g}s · "
+                every = f"every {interval_s:g}s" if wait <= interval_s else \
+                    f"every {wait:.0f}s (slowed from {interval_s:g}s to stay under {CPU_SHARE:.0%} of a core)"
+                console.print(f"[dim]diagnose --{'watch' if prom else 'follow'} · {_now()} · {every} · "
                               f"Ctrl-C for the final report[/dim]")
                 if not first and (changes["new"] or changes["cleared"]):
                     console.print(f"[bold]changes:[/bold] new {', '.join(changes['new']) or 'none'} · "
                                   f"cleared {', '.join(changes['cleared']) or 'none'}")
                 for a, d in zip(analyses, docs):
                     render(d, console, a.signals.timeline, verbose)
-            time.sleep(interval_s)
+            time.sleep(wait)
     except _Stop:
         pass
     except RuleError as e:

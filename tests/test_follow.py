@@ -53,6 +53,7 @@ def test_appended_eager_mode_start_up_is_reported_as_new_and_sigint_gives_the_fi
     p = _follow(log)
     first = _lines_until(p, lambda d: "changes" in d)[-1]
     assert "cuda-graphs-disabled" not in _ids(first)
+    assert first["interval_s"] >= 0.3     # the interval asked for, or more when a pass is dear: never less
     with log.open("a") as fh:                       # the engine starts in eager mode, stats follow
         fh.write(REST)
     seen = _lines_until(p, lambda d: "cuda-graphs-disabled" in (d.get("changes") or {}).get("new", []))[-1]
@@ -86,3 +87,15 @@ def test_follow_refuses_what_it_cannot_follow(tmp_path):
         r = subprocess.run([sys.executable, "-m", "diagnose", *args], capture_output=True, env=env, cwd=ROOT, timeout=60,
                            input=b"")
         assert r.returncode == 2 and msg in r.stderr.decode(), (args, r.stderr.decode())
+
+
+def test_the_refresh_slows_when_a_pass_costs_more_than_its_share_of_a_core():
+    """A log followed for hours: each pass reads more. The wait after a pass keeps the average
+    CPU of following at CPU_SHARE of a core or less, and is the interval when passes are cheap."""
+    from diagnose.live import CPU_SHARE, pace
+    assert pace(5, 0.05, 0.05) == 5
+    for cpu, wall in [(1.2, 0.8), (4.0, 2.5), (0.5, 0.5)]:
+        wait = pace(5, cpu, wall)
+        assert wait >= 5 and cpu / (wall + wait) <= CPU_SHARE + 1e-9
+    assert pace(5, 1.2, 0.8) > 5
+
