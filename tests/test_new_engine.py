@@ -42,8 +42,6 @@ SERVING = re.compile(r"serving (?P<model>\\S+), max_batch=(?P<n>\\d+)")
 
 
 class Parser:
-    engine = "toy"
-
     def __init__(self):
         self.version = None
 

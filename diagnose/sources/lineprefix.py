@@ -24,7 +24,7 @@ PROC = re.compile(r"^\(?(?:(?P<name>[^()]*?) )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\
 REPEATED = re.compile(r" \[repeated (\d+)x across cluster\]\s*$")
 # Each engine's logger header is declared in its folder (engines/<name>/header.py) and tried
 # in the registry's order.
-HEADERS = tuple(e.header for e in ENGINES.values())
+HEADERS = tuple(e.header for e in ENGINES.values() if e.header)
 
 
 @dataclass(slots=True)

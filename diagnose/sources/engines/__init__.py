@@ -67,7 +67,9 @@ class Engine:
         """A new line parser for one input (imported on first use: lines.py needs lineprefix,
         which needs every engine's header)."""
         import importlib
-        return importlib.import_module(f"{__name__}.{self.name}.lines").Parser()
+        parser = importlib.import_module(f"{__name__}.{self.name}.lines").Parser()
+        parser.engine = self.name       # the name is the registry's: declared once, here
+        return parser
 
 
 def _registry() -> dict[str, Engine]:

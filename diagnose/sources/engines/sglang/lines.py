@@ -13,8 +13,6 @@ from ....redact import redact
 from ...common_lines import note_alive, note_failure, note_launch, note_prompt_field
 from ...lineprefix import Line, peel
 
-ENGINE = "sglang"
-
 SERVER_ARGS = re.compile(r"(?:server_args=)?`?ServerArgs\((?P<body>.*)$|server_args=(?P<dict>\{.*)$")
 BATCH = re.compile(r"^(?:(?P<kind>Prefill|Decode) batch(?:\(mixed[^)]*\))?(?: ?\[\d+\])?[.,] |(?P<old>new fill batch\. )|(?=#running-req: ))")
 # Key lengths bounded ({0,80}): unbounded, a long batch line without `: ` took quadratic time
@@ -69,7 +67,6 @@ FACT_KEYS = {
 
 
 class SglangParser:
-    engine = ENGINE
 
     def __init__(self) -> None:
         self.version: str | None = None

@@ -76,7 +76,6 @@ def _braces_step(text: str, opened: int) -> tuple:
 
 
 class TrtllmParser:
-    engine = ENGINE
 
     def __init__(self) -> None:
         self.version: str | None = None

@@ -13,8 +13,6 @@ from ...kv import excerpt
 from ...common_lines import note_alive, note_failure, note_launch, note_prompt
 from ...lineprefix import Line
 
-ENGINE = "vllm"
-
 STATS = re.compile(
     r"^(?:Engine (?P<eng>\d+): |(?P<agg>\d+) Engines Aggregated: )?"
     r"Avg prompt throughput: (?P<ptps>[\d.]+) tokens/s, Avg generation throughput: (?P<gtps>[\d.]+) tokens/s, "
@@ -104,7 +102,6 @@ NAMESPACE_DEFAULTS = {
 
 
 class VllmParser:
-    engine = ENGINE
 
     def __init__(self) -> None:
         self.seen_non_default = False
