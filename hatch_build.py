@@ -1,7 +1,8 @@
 """Builds the bulk scanner's C core when the wheel is built (`pip install .`, `pip install -e .`).
 
 Optional: where no C compiler works, the wheel is built without it (pure Python, a warning says
-why) and big logs are read with polars, about five times slower. `DIAGNOSE_BUILD_NATIVE=0` skips it.
+why) and big logs are read by the Python reader, several times slower. `DIAGNOSE_BUILD_NATIVE=0`
+skips it.
 Why a hatchling hook rather than setuptools' Extension: one build backend for the whole package
 (rules are mapped into it by hatchling), and the library is plain C loaded with ctypes, not a
 CPython extension module, so it needs a compiler and nothing of Python's headers.
@@ -35,7 +36,7 @@ class NativeScannerHook(BuildHookInterface):
         if self.target_name != "wheel":
             return
         if os.environ.get("DIAGNOSE_BUILD_NATIVE", "1").strip().lower() in ("0", "no", "off", "false"):
-            self.app.display_info("diagnose: C scanner not built (DIAGNOSE_BUILD_NATIVE=0): big logs are read with polars")
+            self.app.display_info("diagnose: C scanner not built (DIAGNOSE_BUILD_NATIVE=0): big logs are read by the Python reader")
             return
         native = _build_module(self.root)
         if version == "editable":
@@ -47,7 +48,7 @@ class NativeScannerHook(BuildHookInterface):
             native.build(out)
         except native.BuildError as e:
             self.app.display_warning(f"diagnose: C scanner not built: {e}. diagnose works without it; "
-                                     f"big logs are read with polars, about 5x slower")
+                                     f"big logs are read by the Python reader, several times slower")
             return
         if version != "editable":
             build_data["force_include"][str(out)] = IN_WHEEL

@@ -493,7 +493,7 @@ def gpu(
 
 
 def main() -> None:
-    # Importing polars (GPU samples, big logs without the C scanner) creates ~10^6 objects, and the
+    # Importing polars (GPU samples, series) creates ~10^6 objects, and the
     # default threshold (700) walks them over and over. The subcommands (`gpu` samples for as long
     # as asked) keep collecting, just rarely; an analysis does without (below).
     gc.set_threshold(50_000, 20, 20)

@@ -78,9 +78,9 @@ def analyze(*paths, **kw):
     return run([str(p) for p in paths], **kw).to_json()
 
 
-@pytest.fixture(params=["native", "polars"])
+@pytest.fixture(params=["native", "python"])
 def bulk_engine(request, monkeypatch):
-    """Run a test on both bulk paths: the C scanner, and polars (used where no C compiler is)."""
+    """Run a test on both readers of big logs: C, and Python (used where no C compiler was)."""
     from diagnose.sources import bulk, native
     if request.param == "native" and native.load() is None:
         pytest.skip(f"C scanner not available here: {native.why_not}")

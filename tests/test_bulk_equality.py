@@ -1,4 +1,4 @@
-"""The bulk path (for big inputs: the C scanner, or polars where it cannot be built) must produce
+"""The bulk path (for big inputs: the C reader, or the Python one where C was not built) must produce
 the same evidence as the reference block scanner that reads line by line (issue 8: findings
 identical; evidence asserted equal here), for a plain file, a gzip file and stdin. Every test runs
 on both bulk paths (`bulk_engine`)."""
@@ -79,7 +79,7 @@ def _cli_json(args, bulk_min, stdin=None, data=None, engine="native"):
     return json.loads(p.stdout)
 
 
-@pytest.mark.parametrize("engine", ["native", "polars"])
+@pytest.mark.parametrize("engine", ["native", "python"])
 @pytest.mark.parametrize("how", ["pipe", "redirect"])
 def test_stdin_gives_the_same_report_as_the_file(generated, how, engine):
     """`kubectl logs … | diagnose -` (a pipe: bulk blocks) and `diagnose - < big.log` (stdin is
@@ -100,7 +100,7 @@ def test_stdin_gives_the_same_report_as_the_file(generated, how, engine):
     assert out["verdict"] == ref["verdict"]
 
 
-@pytest.mark.parametrize("engine", ["native", "polars"])
+@pytest.mark.parametrize("engine", ["native", "python"])
 def test_stdin_left_part_read_by_the_shell_is_read_from_where_it_stands(generated, tmp_path, engine):
     """`{ read -r first; diagnose -; } < big.log`: only the lines after the first are diagnosed,
     big or small (the file behind stdin is not re-read from its start)."""
@@ -117,7 +117,7 @@ def test_stdin_left_part_read_by_the_shell_is_read_from_where_it_stands(generate
         assert [f["id"] for f in out["findings"]] == [f["id"] for f in ref["findings"]]
 
 
-@pytest.mark.parametrize("engine", ["native", "polars"])
+@pytest.mark.parametrize("engine", ["native", "python"])
 def test_a_damaged_big_gzip_is_one_line_and_exit_2(generated, tmp_path, engine):
     gz = tmp_path / "cut.log.gz"
     gz.write_bytes(gzip.compress(generated.read_bytes(), compresslevel=1)[:-4000])
@@ -174,9 +174,9 @@ def test_a_wrapped_dump_is_followed_on_the_bulk_path_too(tmp_path, monkeypatch, 
 def test_a_full_prompt_table_keeps_the_same_heads(generated, monkeypatch, bulk_engine):
     """Past MAX_PREFIXES distinct heads, further ones are only counted: both paths must keep the
     same heads (first seen first) and count the same overflow."""
-    from diagnose.sources import bulk, common_lines
+    from diagnose.sources import bulk, common_lines, segments
     monkeypatch.setattr(common_lines, "MAX_PREFIXES", 40)
-    monkeypatch.setattr(bulk, "MAX_PREFIXES", 40)
+    monkeypatch.setattr(segments, "MAX_PREFIXES", 40)
     from diagnose.sources import load, resolve
     monkeypatch.setattr(bulk, "FAST_MIN_BYTES", 10**15)
     ref = load(resolve([str(generated)]))
@@ -188,8 +188,8 @@ def test_a_full_prompt_table_keeps_the_same_heads(generated, monkeypatch, bulk_e
 
 
 def test_lines_holding_the_separator_byte(generated, tmp_path, monkeypatch, bulk_engine):
-    """polars reads each line as one CSV field split on 0x1F; a log line that holds that byte
-    (first in the file, and further on) must neither crash a bulk path nor shift any count."""
+    """A log line that holds the unit-separator byte 0x1F (first in the file, and further on; a
+    CSV-based reader would split there) must neither crash a bulk path nor shift any count."""
     lines = generated.read_bytes().splitlines(keepends=True)
     lines.insert(0, b"INFO 11-20 09:00:00 [x.py:1] unit\x1fseparator in the first line\n")
     lines.insert(2000, b"INFO 11-20 09:05:00 [x.py:1] another \x1f one, with an Error after it\n")

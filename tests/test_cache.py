@@ -149,7 +149,7 @@ def _two_logs(tmp_path):
     return a, b
 
 
-def test_nothing_is_said_when_polars_is_chosen_or_the_c_scanner_works(tmp_path, need_cc):
+def test_nothing_is_said_when_the_python_reader_is_chosen_or_the_c_scanner_works(tmp_path, need_cc):
     logs = _two_logs(tmp_path)
     for extra in ({"DIAGNOSE_NATIVE": "0"}, {}):
         rc, term = on_a_terminal([sys.executable, "-m", "diagnose", "--format", "json", *logs],

@@ -1,6 +1,6 @@
 """A non-editable install must carry the rules and the C scanner, compiled when the wheel is built:
 build the wheel and look inside, install it and run its console script. Where no C compiler works,
-the wheel is pure Python and the installed diagnose reads big logs with polars, saying so once.
+the wheel is pure Python and the installed diagnose reads big logs with its Python reader, saying so once.
 The sdist must carry what its own tests need."""
 from __future__ import annotations
 
@@ -157,7 +157,7 @@ def test_without_a_compiler_the_wheel_is_pure_python_and_the_build_says_why(with
 
 
 def test_without_a_compiler_big_logs_read_the_same_and_it_is_said_once(without_compiler, tmp_path):
-    """Big logs take the polars path: the same report as the line-by-line path; a terminal is told
+    """Big logs take the Python reader: the same report as the line-by-line path; a terminal is told
     once per run (two big inputs), a pipe stays clean for small inputs."""
     bin_dir = without_compiler[0]
     log = _big_edges_log(tmp_path)
@@ -175,6 +175,6 @@ def test_without_a_compiler_big_logs_read_the_same_and_it_is_said_once(without_c
     rc, term = on_a_terminal([*cmd, seed, seed], small, cwd=tmp_path)
     notes = [ln for ln in term.splitlines() if "note:" in ln]
     assert rc in (0, 1) and len(notes) == 1, term
-    assert "polars" in notes[0] and "not built when diagnose was installed" in notes[0] and "DIAGNOSE_NATIVE=0" in notes[0]
+    assert "Python reader" in notes[0] and "not built when diagnose was installed" in notes[0] and "DIAGNOSE_NATIVE=0" in notes[0]
     piped = subprocess.run([*cmd, seed, seed], capture_output=True, env=small, cwd=tmp_path, timeout=120)
     assert piped.returncode in (0, 1) and piped.stderr == b"", piped.stderr.decode()

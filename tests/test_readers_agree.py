@@ -1,6 +1,7 @@
-"""The line-by-line reader (the reference) and the bulk readers — the C scanner, and polars where
-it cannot be built — make the same evidence of every complete real log in the corpus and of every
-vendored excerpt: the same line counts, facts, events, stats rows and prompt heads. A line one
+"""The small-log path (every keyword line parsed: the reference) and the readers of big logs — C,
+and Python where C was not built — make the same evidence of every complete real log in the
+corpus and of every vendored excerpt: the same line counts, facts, events, stats rows and prompt
+heads. A line one
 reader classifies differently (an HTTP/2 access line, a prompt quoting a traceback, a progress bar
 redrawn with CRs before an access line, the empty last block of a UTF-16 file) shows here as the
 file and the part of the evidence that differs."""

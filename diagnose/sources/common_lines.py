@@ -12,7 +12,13 @@ from ..redact import redact
 from .lineprefix import Line
 
 NCCL = re.compile(r"^(?P<host>[\w.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL (?P<lvl>INFO|WARN) (?P<text>.*)")
-ACCESS = re.compile(r'^INFO: +(?P<ip>[\w.:\[\]-]+):(?P<port>\d+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
+# The line shapes the readers count rather than parse on a big log (segments.py): declared once
+# here; the Python reader searches them anywhere in a raw line (`*_BYTES`), as native/scan.c does.
+ACCESS_SHAPE = r'INFO: +(?P<ip>[\w.:\[\]-]+):(?P<port>\d+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})'
+ACCESS = re.compile("^" + ACCESS_SHAPE)
+ACCESS_BYTES = re.compile(ACCESS_SHAPE.encode())
+REQUEST_SHAPE = r"\] (?:Received|Added|Finished|Aborted) request"
+REQUEST_BYTES = re.compile(REQUEST_SHAPE.encode())
 # Every wording an allocation failure on the GPU takes: PyTorch (CUDA and HIP), the CUDA runtime
 # (`CUDA Error: out of memory at …` from vLLM's cumem allocator, sleep-mode wake-up), TensorRT
 # and TensorRT-LLM. Each alternative holds "emory" or "EMORY" (the cheap pre-check below).
@@ -52,7 +58,7 @@ GPU_NAMED = re.compile(r"^GPU \d+: (?P<a>NVIDIA [^(]+?) \(UUID: GPU-|^\|\s+\d+\s
                        r"|(?P<c>NVIDIA [\w .-]+?) with CUDA capability sm_\d+")
 # `comm 0x… rank 1 nRanks 8 nNodes 1 localRanks 8 …`: the communicator's size and the nodes it spans.
 NCCL_COMM = re.compile(r"\bnRanks (\d+) nNodes (\d+)\b")
-REQUEST_LINE = re.compile(r"\] (?:Received|Added|Finished|Aborted) request")     # bulk.REQUEST
+REQUEST_LINE = re.compile(REQUEST_SHAPE)
 MAX_PREFIXES = 100_000
 PROBE_PATHS = ("/metrics", "/health", "/ping", "/v1/models", "/version", "/load")
 
@@ -84,8 +90,8 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
             if status[0] == "5" or status == "429":
                 ev.add_event(f"http_{status}", src, n, lambda: redact(line.raw), when)
                 # A refusal is the admission limit only for a real request: a health probe
-                # answered 503 while the model loads or warms up is not load shed. (The C and
-                # polars paths count the same: bulk.py, native/scan.c.)
+                # answered 503 while the model loads or warms up is not load shed. (The readers
+                # of big logs count the same: scanner.py, native/scan.c.)
                 if status in ("503", "429") and not path.startswith(PROBE_PATHS):
                     ev.count("requests_refused")
                     ev.add_event("request_refused", src, n, lambda: redact(line.raw), when)
@@ -304,15 +310,19 @@ def note_prompt_field(msg: str, ev: Evidence, field: bytes = b"text=", ends=(b",
 
 
 def note_prompt(msg: str, ev: Evidence) -> None:
-    """Remember how often a prompt's head repeats, as a hash only (never the text).
+    """Remember how often a prompt's head repeats, as a hash only (never the text)."""
+    head = prompt_head(msg.encode("utf-8", "replace"))
+    if head is not None:
+        count_head(ev, head_key(head))
 
-    The head is counted in bytes (the bulk path cuts the same bytes in Rust): after the first
+
+def prompt_head(raw: bytes) -> bytes | None:
+    """A request line's prompt head, in bytes (native/scan.c cuts the same): after the first
     `prompt: ` and its quote, up to the closing `', params` (V1) or `', sampling_params` (V0) when
     that starts within 256 bytes, else the first 256 bytes."""
-    raw = msg.encode("utf-8", "replace")
     i = raw.find(b"prompt: ")
     if i < 0 or len(raw) < i + 9 or raw[i + 8] not in b"'\"":
-        return
+        return None
     q = raw[i + 8: i + 9]
     start = i + 9
     end = start + 256
@@ -320,7 +330,7 @@ def note_prompt(msg: str, ev: Evidence) -> None:
         p = raw.find(q + t, start)
         if 0 <= p < end:
             end = p
-    count_head(ev, head_key(raw[start:end]))
+    return raw[start:end]
 
 
 def count_head(ev: Evidence, key: int, n: int = 1) -> None:

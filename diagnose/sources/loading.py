@@ -1,7 +1,8 @@
-"""Reading inputs into Evidence. A log goes line by line through the reader (scanner.py, or the C
-scanner for big files, native/), the prefix peeler (lineprefix.py), the shared-line parser
-(common_lines.py) and the engine parsers (engines/<name>/lines.py); scrapes, GPU samples,
-structured records and benchmark results go to their own loaders, chosen by sniff.py."""
+"""Reading inputs into Evidence. A log goes through a reader (scanner.py in Python, or the C one,
+native/, for big logs) in segments (segments.py), then line by line through the prefix peeler
+(lineprefix.py), the shared-line parser (common_lines.py) and the engine parsers
+(engines/<name>/lines.py); scrapes, GPU samples, structured records and benchmark results go to
+their own loaders, chosen by sniff.py."""
 from __future__ import annotations
 
 import itertools
@@ -17,15 +18,13 @@ from .gpu import load_gpu, sniff_gpu
 from .lineprefix import Clock, peel
 from .progress import advancer, counted, progress_bar
 from .prometheus import load_exposition, load_query_range, sniff_prometheus
-from .reader import Input, InputError
-from .scanner import ScanCounts, scan
+from .reader import Input, InputError, read_ahead
+from .scanner import ScanCounts, segments
+from .segments import read
 from .sniff import SNIFF_BYTES, endless_binary, is_log, sniff_head
 from .structured import load_structured, sniff
 from .unreadable import blank_unreadable, note_unreadable
 from .unwrap import unwrap
-
-# Which parser to offer a line first, by the header shape it carries.
-
 
 # What converting a damaged value raises: float("1..2"), int(float("inf")), int("9" * 5000).
 LINE_ERRORS = (ValueError, ArithmeticError)
@@ -153,35 +152,37 @@ def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, starte
     from . import bulk
     bar = progress_bar(inp) if not sniffing else None
     advance = advancer(bar, inp)
+    counts.binary_head = b"\x00" in first[:8192]     # likely not a text log
+    src = chain(first, blocks)
     behind = bulk.file_behind(inp)
     if behind and bulk.usable(behind, first) and not sniffing:
-        lib = bulk.native_lib()
-        blocks.close()          # C (or polars, in Rust) reads the file itself, from its start
-        if lib is not None:
-            from .native import stream
-            prod = started or stream.Producer(lib, path=behind, display=inp.display)
-            lines_iter = stream.scan(prod, inp.display, ev, counts, progress=advance, follow=pending)
-        else:
-            lines_iter = bulk.scan_file(behind, inp.display, ev, counts, progress=advance, follow=pending)
+        big, lib = True, bulk.native_lib()
     else:
-        # gzip and stdin: big ones go through the bulk path block by block; that is only known
-        # once enough of them has been read.
-        src, big = peek_size(chain(first, blocks), bulk.FAST_MIN_BYTES // 4)
-        if big and not sniffing and bulk.text_like(first):
-            lib = bulk.native_lib()
-            if lib is not None:
-                from .native import stream
-                lines_iter = stream.scan(stream.Producer(lib, src), inp.display, ev, counts,
-                                         progress=advance, follow=pending)
-            else:
-                lines_iter = bulk.scan_blocks(src, inp.display, ev, counts, progress=advance, follow=pending)
+        # gzip and stdin: whether they are big is only known once enough of them has been read.
+        src, big = peek_size(src, bulk.FAST_MIN_BYTES // 4)
+        big = big and not sniffing and bulk.text_like(first)
+        lib = bulk.native_lib() if big else None
+        behind = None
+    if lib is not None:
+        from .native import stream
+        if behind:
+            blocks.close()          # C reads the file itself, from its start
+            segs = started or stream.Producer(lib, path=behind, display=inp.display)
         else:
-            if bar:
-                src = counted(src, advance)
-            data, joined = unwrap(b"".join(src))          # small: held whole already
-            if joined:
-                info.errors.append(f"hard-wrapped lines re-joined ({joined} continuation line(s) read with the line before)")
-            lines_iter = scan([data], counts, follow=pending)
+            segs = stream.Producer(lib, src)
+    elif big:
+        # Without the C reader: Python, a block at a time (read and decompressed a block ahead).
+        segs = segments(read_ahead(src))
+    else:
+        if bar:
+            src = counted(src, advance)
+            advance = None
+        data, joined = unwrap(b"".join(src))          # small: held whole, every line parsed
+        counts.binary_head = b"\x00" in data[:8192]
+        if joined:
+            info.errors.append(f"hard-wrapped lines re-joined ({joined} continuation line(s) read with the line before)")
+        segs = segments([data], tally=False)
+    lines_iter = read(segs, inp.display, ev, counts, progress=advance, follow=pending)
     malformed = 0
     for lineno, text in lines_iter:
         # The parsers convert what their regexes matched (`[\d.]+`, dict values) with float()/int();

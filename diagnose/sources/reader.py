@@ -142,3 +142,40 @@ def resolve(paths: list[str]) -> list[Input]:
             raise InputError(f"{p}: permission denied")
         out.append(Input(p, p))
     return out
+
+
+def read_ahead(it, depth: int = 2):
+    """Run `it` in a thread, `depth` items ahead (zlib and file reads release the GIL, so the
+    next block is read and decompressed while this one is scanned). Its exceptions are re-raised here."""
+    import queue
+    import threading
+    q: queue.Queue = queue.Queue(depth)
+    end = object()
+    stop = threading.Event()
+
+    def run():
+        try:
+            for item in it:
+                while not stop.is_set():
+                    try:
+                        q.put((None, item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put((None, end))
+        except BaseException as e:     # InputError (damaged gzip, read failure) and the like
+            q.put((e, None))
+    t = threading.Thread(target=run, daemon=True, name="diagnose-read")
+    t.start()
+    try:
+        while True:
+            err, item = q.get()
+            if err is not None:
+                raise err
+            if item is end:
+                return
+            yield item
+    finally:
+        stop.set()

@@ -1,18 +1,24 @@
-"""The scanner decides which lines matter; the per-format parsers decide what they mean.
+"""The Python log reader: it decides which lines matter; the per-format parsers decide what they
+mean. The C reader (native/) does the same work faster where it was built at install; both hand
+their segments to one consumer (segments.read), and tests hold them to the same evidence.
 
-It works on large binary blocks: one multi-keyword regex pass over each block finds the
-candidate lines, so the vast majority of lines (access and request noise excepted) are
-never touched from Python. The performance work can replace `scan()`'s inner loop without
-touching any parser, as long as it yields the same (line number, text) pairs.
+A block of whole lines is split once, and each line classified as scan.c classifies it: not
+readable text (invalid UTF-8, NUL bytes: counted, never parsed), and, on a big log (`tally`), an
+engine request line or a uvicorn access line (counted: common_lines.REQUEST_SHAPE/ACCESS_SHAPE),
+else a line holding one of the keywords (for the parsers). A small log is read whole and every
+keyword line goes to the parsers, access and request lines included: the reference the tallies
+are checked against.
 """
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from ..evidence.model import EVENT_KEEP
+from .common_lines import ACCESS_BYTES, PROBE_PATHS, REQUEST_BYTES, head_key, prompt_head
 from .engines import ENGINES
+from .segments import ROW_HTTP, ROW_KEYWORD, ROW_PROBE, ROW_RECEIVED, Segment
 
 # Every line a parser understands contains at least one of these: the words of lines every engine
 # writes (NCCL, CUDA, uvicorn, Ray, crashes, shutdowns), then each engine's own (engines/<name>/).
@@ -33,6 +39,8 @@ SHARED_KEYWORDS = [
 GREP_KEYWORDS = SHARED_KEYWORDS + [k for e in ENGINES.values() for k in e.keywords if k not in SHARED_KEYWORDS]
 
 _KW = re.compile(b"|".join(re.escape(k.encode()) for k in GREP_KEYWORDS))
+PROBE_BYTES = tuple(p.encode() for p in PROBE_PATHS)
+_ODD = re.compile(rb"[\x00-\x08\x0e-\x1f\x80-\xff]")
 
 
 @dataclass
@@ -42,24 +50,13 @@ class ScanCounts:
     binary_head: bool = False   # NUL bytes in the first block: likely not a text log
 
 
-def scan(blocks: Iterable[bytes], counts: ScanCounts, keywords: re.Pattern[bytes] = _KW,
-         follow=None) -> Iterator[tuple[int, str]]:
-    """Yield (1-based line number, decoded text) for candidate lines; count every line.
-
-    `follow()`, when given and true, asks for the next line whatever it holds: a parser in the
-    middle of a dump that a paste wrapped over several lines."""
-    base = 0  # lines before the current run
-    blocks = iter(blocks)
-    for chunk in blocks:
-        counts.binary_head = b"\x00" in chunk[:8192]
-        blocks = itertools.chain([chunk], blocks)
-        break
+def segments(blocks: Iterable[bytes], keep: int = EVENT_KEEP, tally: bool = True,
+             keywords: re.Pattern[bytes] = _KW) -> Iterator[Segment]:
+    """The Python reader: a Segment per run of whole lines of `blocks`. `keep`: evidence rows kept
+    per kind and segment; `tally`: count access and request lines instead of handing them on."""
     for buf, start, end in line_runs(blocks):
         block = buf[start:end] if start or end != len(buf) else buf
-        yield from _scan_block(block, base, counts, keywords, follow)
-        n = block.count(b"\n")
-        base += n
-        counts.lines += n
+        yield _segment(block, keep, tally, keywords)
 
 
 def line_runs(blocks):
@@ -90,40 +87,77 @@ def line_runs(blocks):
         yield last, 0, len(last)
 
 
-def _scan_block(block: bytes, base: int, counts: ScanCounts, keywords, follow=None) -> Iterator[tuple[int, str]]:
-    # Unreadable lines (invalid UTF-8, NUL bytes) are counted, never silently dropped.
-    bad = _bad_lines(block, base)
+def _segment(block: bytes, keep: int, tally: bool, keywords) -> Segment:
+    """One block of whole lines (it ends with a newline), classified line by line."""
+    seg = Segment(block, None, 0, len(block))
+    lines = block.split(b"\n")
+    lines.pop()
+    seg.lines = len(lines)
+    bad = _bad_lines(block, 0)
     if bad:
-        counts.unreadable += len(bad)
-    pos = 0
-    done = base  # absolute number of lines that end before `pos`
-    search = keywords.search
-    size = len(block)
-    while pos < size:
-        if follow is not None and follow():
-            end = block.find(b"\n", pos)
-            ln = done + 1
-            line = block[pos:end]
-            pos, done = end + 1, ln
-            if not (bad and ln in bad):
-                yield ln, line.decode("utf-8", "replace")
-            continue
-        m = search(block, pos)
-        if m is None:
-            return
-        start = block.rfind(b"\n", 0, m.start()) + 1
-        end = block.find(b"\n", m.end())   # the block always ends with a newline
-        ln = done + block.count(b"\n", pos, start) + 1
-        pos, done = end + 1, ln
-        if bad and ln in bad:
-            continue
-        yield ln, block[start:end].decode("utf-8", "replace")
+        seg.bad = len(bad)
+    rows = seg.rows
+    kw = keywords.search
+    a = 0           # where the line at hand starts in the block
+    if not tally:
+        for i, raw in enumerate(lines):
+            z = a + len(raw)
+            if kw(raw) and not (bad and i + 1 in bad):
+                rows.append((ROW_KEYWORD, i, a, z, 0))
+            a = z + 1
+        return seg
+    status: dict[int, int] = {}
+    kept: dict[int, int] = {}
+    kept_probe = kept_rcv = 0
+    heads: dict[int, int] = {}
+    is_request, is_access = REQUEST_BYTES.search, ACCESS_BYTES.search
+    # Where an access line holds a control or non-ASCII byte, Python's classes (\S, \w, \d over
+    # text) may read it otherwise than this bytes pattern: the parsers decide, as in scan.c.
+    unsure = None if block.isascii() and not _ODD.search(block) else _ODD.search
+    for i, raw in enumerate(lines):
+        z = a + len(raw)
+        if bad and i + 1 in bad:
+            pass
+        # Each regex runs only where its literal text is: the first test rejects most lines.
+        elif b"request" in raw and is_request(raw):
+            seg.req += 1
+            if b"] Received request" in raw:
+                seg.rcv += 1
+                head = prompt_head(raw)
+                if head is not None:
+                    k = head_key(head)
+                    heads[k] = heads.get(k, 0) + 1
+                if kept_rcv < keep:
+                    kept_rcv += 1
+                    rows.append((ROW_RECEIVED, i, a, z, 0))
+        elif b"INFO:" in raw and (m := is_access(raw)) is not None and not (unsure and unsure(raw, m.start(), m.end())):
+            seg.acc += 1
+            code = int(m.group("status"))
+            status[code] = status.get(code, 0) + 1
+            if (500 <= code < 600 or code == 429) and kept.get(code, 0) < keep:
+                kept[code] = kept.get(code, 0) + 1
+                rows.append((ROW_HTTP, i, a, z, code))
+            if m.group("path").startswith(PROBE_BYTES):
+                seg.probe += 1
+                if kept_probe < keep:
+                    kept_probe += 1
+                    rows.append((ROW_PROBE, i, a, z, code))
+            elif code in (503, 429):
+                seg.refused += 1        # the admission limit; a probe answered 503 is not
+        elif kw(raw):
+            rows.append((ROW_KEYWORD, i, a, z, 0))
+        a = z + 1
+    seg.status = sorted(status.items())
+    seg.head_counts = heads
+    return seg
 
 
 def _bad_lines(block: bytes, base: int) -> set[int] | None:
     """Absolute line numbers that are not readable text; None when all are fine."""
     nul = b"\x00" in block
     if not nul:
+        if block.isascii():         # most blocks: ten times faster than decoding
+            return None
         try:
             block.decode("utf-8")
             return None

@@ -1,7 +1,7 @@
 """The bulk scanner's C core (scan.c), built into libscan.so when the package is built (build.py,
 run by hatch_build.py at `pip install`) and loaded with ctypes.
 
-Why C: polars classifies a gigabyte log in ~1.3 s plus its import, five times `grep -cE`; one
+Why C: the Python reader classifies a gigabyte log in ~8 s, twenty times `grep -cE`; one
 pass in C that splits, validates and classifies lines takes ~0.2 s per GB on one core (AVX2 and
 carry-less multiplication where the CPU has them, chosen at run time; `DIAGNOSE_NO_AVX2=1` keeps
 the portable code), and ctypes releases the GIL so every core scans. A plain file is read by C
@@ -16,12 +16,12 @@ and, where scan.c is beside it too (a checkout), was built from that very scan.c
 an edited scan.c asks for `python -m diagnose.sources.native --build`, never runs old code.
 
 When the library cannot be had (installed where no C compiler was, `DIAGNOSE_NATIVE=0`), big
-inputs are read with polars: same results, about five times slower. An operator wants to know
+inputs are read by the Python reader (scanner.segments): same results, about six times slower. An operator wants to know
 that once, not per file, and not in a report's output or a CI log that compares stderr:
 `note_fallback()` writes one line on stderr, at most once per run, naming why and how to fix or
 silence it, when a big input (at least the default DIAGNOSE_BULK_MIN_BYTES, where the speed
-matters) takes the slower path or when stderr is a terminal. `DIAGNOSE_NATIVE=0` chooses polars
-on purpose: no note. The fast path says nothing.
+matters) takes the slower path or when stderr is a terminal. `DIAGNOSE_NATIVE=0` chooses the
+Python reader on purpose: no note. The fast path says nothing.
 """
 from __future__ import annotations
 
@@ -31,9 +31,8 @@ import sys
 import threading
 
 from .build import LIBRARY, SOURCE, source_key
+from ..segments import ROW_WIDTH, Segment
 NSTATUS = 1000
-ROW_WIDTH = 5
-ROW_KEYWORD, ROW_PROBE, ROW_HTTP, ROW_RECEIVED = range(4)
 ROWS_CAP = 4096         # rows per call; a full buffer makes the call return early, never grow
 HEADS_CAP = 1 << 15
 
@@ -115,7 +114,7 @@ def load():
 
 
 def note_fallback(big: bool) -> None:
-    """One line on stderr, once per run, when big inputs are read with polars because the library
+    """One line on stderr, once per run, when big inputs are read in Python because the library
     cannot be had (see the module's doc): `big` when the input is big enough for the speed to
     matter; otherwise only a terminal is told."""
     global _noted
@@ -128,8 +127,8 @@ def note_fallback(big: bool) -> None:
         except (AttributeError, ValueError):
             return
     _noted = True
-    sys.stderr.write(f"diagnose: note: big inputs are read with polars, about 5x slower: {why_not} "
-                     f"(DIAGNOSE_NATIVE=0 chooses polars and silences this)\n")
+    sys.stderr.write(f"diagnose: note: big inputs are read by the Python reader, about 6x slower than C: {why_not} "
+                     f"(DIAGNOSE_NATIVE=0 chooses it and silences this)\n")
 
 
 def _open():
@@ -194,39 +193,6 @@ def _scratch():
     return b
 
 
-class Segment:
-    """What one scan of a run of whole lines found: counts, evidence and keyword rows (kind, line
-    index in the segment, start and end offsets of its text, status), prompt-head runs. The lines
-    are buf[start:end], or, with `fd`, the bytes of that file between those offsets."""
-    __slots__ = ("buf", "fd", "start", "end", "lines", "bad", "acc", "req", "rcv", "probe", "refused", "status",
-                 "rows", "heads")
-
-    def text(self, a: int, z: int) -> bytes:
-        return self.buf[a:z] if self.fd is None else os.pread(self.fd, z - a, a)
-
-    def line_at(self, at: int) -> bytes:
-        """The line that starts at `at`, without its newline."""
-        if self.fd is None:
-            end = self.buf.find(b"\n", at, self.end)
-            return self.buf[at: end if end >= 0 else self.end]
-        parts = []
-        while at < self.end:
-            chunk = os.pread(self.fd, min(65536, self.end - at), at)
-            if not chunk:
-                break
-            i = chunk.find(b"\n")
-            if i >= 0:
-                parts.append(chunk[:i])
-                break
-            parts.append(chunk)
-            at += len(chunk)
-        return b"".join(parts)
-
-    def weight(self) -> int:
-        """Bytes it holds while it waits for the parsers."""
-        return (len(self.buf) if self.fd is None else 0) + 128 * len(self.rows)
-
-
 def _collect(t, rows_buf, nr, keys, counts, nh, rows, heads) -> None:
     flat = rows_buf[: ROW_WIDTH * nr.value]
     rows.extend(tuple(flat[i: i + ROW_WIDTH]) for i in range(0, len(flat), ROW_WIDTH))
@@ -235,8 +201,7 @@ def _collect(t, rows_buf, nr, keys, counts, nh, rows, heads) -> None:
 
 
 def _segment(buf, fd, start, end, t, rows, heads) -> Segment:
-    seg = Segment()
-    seg.buf, seg.fd, seg.start, seg.end = buf, fd, start, end
+    seg = Segment(buf, fd, start, end)
     seg.lines, seg.bad, seg.acc, seg.req, seg.rcv, seg.probe = t.lines, t.bad, t.acc, t.req, t.rcv, t.probe
     seg.refused = t.refused
     seg.status = [(code, n) for code, n in enumerate(t.status) if n] if t.acc else []

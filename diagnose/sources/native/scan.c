@@ -1,11 +1,11 @@
 /* The bulk scanner's inner loop: one pass over a block of whole lines, in C.
  *
- * It classifies every line exactly as bulk.classify() does in polars (and, through it, as the
- * line-by-line parsers do): unreadable (invalid UTF-8 or a NUL byte), engine request line,
+ * It classifies every line exactly as the Python reader does (scanner.segments, and through it
+ * as the line-by-line parsers do): unreadable (invalid UTF-8 or a NUL byte), engine request line,
  * uvicorn access line, or another line, which is handed to Python when it holds one of the
  * scanner's keywords. Access and request lines -- nearly all of a busy server's log -- are only
- * counted here; Python gets back counts, a few evidence rows, and the byte ranges of prompt
- * heads (it hashes them itself, so both paths key prompts alike).
+ * counted here; Python gets back counts, a few evidence rows, and the keys of prompt heads
+ * (CRC-32 and Adler-32 of the same bytes, so both readers key prompts alike).
  *
  * Where C cannot be sure of what Python's Unicode-aware regex would say (a non-ASCII or control
  * byte inside an access line's match), the line is left to Python as an ordinary line.
@@ -356,8 +356,8 @@ static const uint8_t *find_lit(const uint8_t *s, const uint8_t *e, const char *l
     return NULL;
 }
 
-/* bulk.REQUEST: `\] (?:Received|Added|Finished|Aborted) request` anywhere in the line. 2 when
- * the line holds `] Received request` (anywhere, as bulk.RECEIVED finds it), 1 for another
+/* common_lines.REQUEST_SHAPE: `\] (?:Received|Added|Finished|Aborted) request` anywhere in the
+ * line. 2 when the line holds `] Received request` (anywhere), 1 for another
  * request line, 0 for none. */
 static int is_request(const uint8_t *s, const uint8_t *e)
 {
@@ -388,7 +388,7 @@ static int ascii_space(uint8_t c) { return c == ' ' || (c >= '\t' && c <= '\r');
 
 #define UNSURE (-1)
 
-/* One try of bulk.ACCESS at an `INFO:` that starts at `p`:
+/* One try of common_lines.ACCESS_SHAPE at an `INFO:` that starts at `p`:
  * `INFO: +[\w.:\[\]-]+:\d+ - "[A-Z]+ \S+ HTTP/[\d.]+" \d{3}`. Every part is a greedy run that
  * cannot give anything back (each is followed by a byte outside it), so one left-to-right walk
  * decides. Returns 1 (status, path set), 0, or UNSURE where a non-ASCII or control byte could

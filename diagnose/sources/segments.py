@@ -1,0 +1,196 @@
+"""What a log reader hands on, and the one place it becomes evidence.
+
+There are two readers: the Python one (scanner.segments) and the C one (native/), built at
+install. Both cut a log into segments of whole lines and classify each line once: unreadable,
+uvicorn access line, engine request line, a line holding one of the scanner's keywords, or none.
+A big log's access and request lines (~98 % of a busy server's) are only counted (`Segment`:
+status codes, probes, refusals, the first few of each kind as evidence rows, prompt-head keys);
+the keyword lines go to the parsers. `read()` is the one consumer of both readers' segments: the
+tally, the examples kept as evidence, and the wrapped-dump follower.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+
+from ..evidence.model import EVENT_KEEP, Event, Evidence
+from ..redact import redact
+from .common_lines import MAX_PREFIXES, count_head
+from .lineprefix import visible
+
+ROW_WIDTH = 5           # kind, line index in the segment, start and end offsets of its text, status
+ROW_KEYWORD, ROW_PROBE, ROW_HTTP, ROW_RECEIVED = range(4)
+
+
+class Segment:
+    """What one scan of a run of whole lines found: counts, evidence and keyword rows (kind, line
+    index in the segment, start and end offsets of its text, status), prompt heads (`heads`: the C
+    table's runs; `head_counts`: {key: times} in order of first appearance, from Python). The
+    lines are buf[start:end], or, with `fd`, the bytes of that file between those offsets."""
+    __slots__ = ("buf", "fd", "start", "end", "lines", "bad", "acc", "req", "rcv", "probe", "refused", "status",
+                 "rows", "heads", "head_counts")
+
+    def __init__(self, buf, fd, start: int, end: int) -> None:
+        self.buf, self.fd, self.start, self.end = buf, fd, start, end
+        self.lines = self.bad = self.acc = self.req = self.rcv = self.probe = self.refused = 0
+        self.status: list = []          # (code, lines) pairs
+        self.rows: list = []
+        self.heads: list = []
+        self.head_counts: dict | None = None
+
+    def text(self, a: int, z: int) -> bytes:
+        return self.buf[a:z] if self.fd is None else os.pread(self.fd, z - a, a)
+
+    def line_at(self, at: int) -> bytes:
+        """The line that starts at `at`, without its newline."""
+        if self.fd is None:
+            end = self.buf.find(b"\n", at, self.end)
+            return self.buf[at: end if end >= 0 else self.end]
+        parts = []
+        while at < self.end:
+            chunk = os.pread(self.fd, min(65536, self.end - at), at)
+            if not chunk:
+                break
+            i = chunk.find(b"\n")
+            if i >= 0:
+                parts.append(chunk[:i])
+                break
+            parts.append(chunk)
+            at += len(chunk)
+        return b"".join(parts)
+
+    def weight(self) -> int:
+        """Bytes it holds while it waits for the parsers."""
+        return (len(self.buf) if self.fd is None else 0) + 128 * len(self.rows)
+
+
+def read(segments, display: str, ev: Evidence, counts, progress=None, follow=None):
+    """Evidence from a reader's segments; yields (line number, text) for the lines the parsers must
+    see. `follow()`, when true, asks for the next line whatever it holds: a parser in the middle of
+    a dump a paste wrapped over several lines. Closes `segments` when done or abandoned."""
+    out = _Tally(display, ev, counts, follow)
+    try:
+        for seg in segments:
+            if progress is not None:
+                progress(seg.end - seg.start)
+            yield from out.segment(seg)
+    finally:
+        close = getattr(segments, "close", None)
+        if close is not None:
+            close()
+    out.finish()
+
+
+class _Tally:
+    def __init__(self, display: str, ev, counts, follow):
+        self.display, self.ev, self.counts, self.follow = display, ev, counts, follow
+        self.heads = None       # prompt heads in the C table, once C gives some
+        self.base = 0           # lines before the segment at hand
+        self.last = 0           # the last line number given to the parsers
+        self.recognised = 0
+
+    def segment(self, seg: Segment):
+        ev, base = self.ev, self.base
+        self.counts.lines += seg.lines
+        self.counts.unreadable += seg.bad
+        self.recognised += seg.acc + seg.req
+
+        def rows(which):
+            if which[0] == "status":
+                code = int(which[1])
+                return [r for r in seg.rows if r[0] == ROW_HTTP and r[4] == code]
+            if which[0] == "probe":
+                return [r for r in seg.rows if r[0] == ROW_PROBE]
+            probes = {r[1] for r in seg.rows if r[0] == ROW_PROBE}
+            return [r for r in seg.rows if r[0] == ROW_HTTP and r[4] in (503, 429) and r[1] not in probes]
+        tally_access(ev, seg.acc, seg.req, [(f"{code:03d}", n) for code, n in seg.status], seg.refused,
+                     seg.probe, lambda kind, which, n: self._examples(seg, kind, rows(which), n))
+        if seg.rcv:
+            self._examples(seg, "request", [r for r in seg.rows if r[0] == ROW_RECEIVED], seg.rcv)
+            if seg.head_counts:
+                for key, n in seg.head_counts.items():
+                    count_head(ev, key, n)
+            if seg.heads:
+                if self.heads is None:
+                    from .native import Heads, load
+                    self.heads = Heads(load(), MAX_PREFIXES, ev.prompt_prefixes)
+                for run in seg.heads:
+                    self.heads.add(*run)
+        yield from self._lines_for_parsers(seg, [r for r in seg.rows if r[0] == ROW_KEYWORD])
+        self.base = base + seg.lines
+
+    def _examples(self, seg: Segment, kind: str, rows, total: int) -> None:
+        base = self.base
+        note_examples(self.ev, kind, self.display,
+                      ((base + r[1] + 1, seg.text(r[2], r[3]).decode("utf-8", "replace")) for r in rows), total)
+
+    def _lines_for_parsers(self, seg: Segment, kw):
+        """The keyword lines; and while a parser is in the middle of a wrapped dump (`follow()`),
+        the next lines whatever they hold (unreadable ones skipped)."""
+        follow, base, last = self.follow, self.base, self.last
+        # Where the line after `last` starts in the segment's buffer, when known.
+        at = seg.start if last == base else None
+        it = iter(kw)
+        while True:
+            if follow is not None and at is not None and follow():
+                if at >= seg.end:
+                    break               # the dump goes on in the next segment
+                raw = seg.line_at(at)
+                at += len(raw) + 1
+                last += 1
+                self.last = last
+                if b"\x00" not in raw:
+                    try:
+                        text = raw.decode("utf-8")
+                    except UnicodeDecodeError:
+                        continue
+                    yield last, text
+                continue
+            row = next(it, None)
+            if row is None:
+                break
+            n = base + row[1] + 1
+            if n <= last:
+                continue
+            last, at = n, row[3] + 1
+            self.last = last
+            yield n, seg.text(row[2], row[3]).decode("utf-8", "replace")
+        self.last = last
+
+    def finish(self) -> None:
+        self.counts.bulk_recognised = getattr(self.counts, "bulk_recognised", 0) + self.recognised
+        if self.heads is not None:
+            overflow = self.heads.into(self.ev.prompt_prefixes)
+            if overflow:
+                self.ev.count("prompt_prefixes_overflow", overflow)
+
+
+def tally_access(ev: Evidence, acc: int, req: int, status, refused: int, probe: int, examples) -> None:
+    """What counted access and request lines become in the evidence, as common_lines makes of them
+    line by line: `access_lines`, `status_NNN`, examples of 5xx/429 answers, refusals (503/429 to a
+    request, not to a health probe), probes; `request_lines`. status: (three-digit code, lines)
+    pairs; examples(kind, which, total) keeps the first lines of a kind, `which` being
+    ("status", code), ("refused",) or ("probe",)."""
+    if acc:
+        ev.count("access_lines", acc)
+        for code, n in status:
+            ev.count(f"status_{code}", n)
+            if code[0] == "5" or code == "429":
+                examples(f"http_{code}", ("status", code), n)
+        if refused:
+            ev.count("requests_refused", refused)
+            examples("request_refused", ("refused",), refused)
+        if probe:
+            ev.count("access_probe_lines", probe)
+            examples("access_probe", ("probe",), probe)
+    if req:
+        ev.count("request_lines", req)
+
+
+def note_examples(ev: Evidence, kind: str, display: str, rows, total: int) -> None:
+    """Count every line of a kind; keep the first EVENT_KEEP as evidence (redacted).
+    rows: (line number, text) in line order; only as many are read as there is room for."""
+    ev.event_counts[kind] = ev.event_counts.get(kind, 0) + total
+    bucket = ev.events.setdefault(kind, [])
+    for n, text in itertools.islice(rows, max(0, EVENT_KEEP - len(bucket))):
+        bucket.append(Event(kind, display, n, redact(visible(text)), None, {}))
