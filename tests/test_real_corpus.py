@@ -41,9 +41,6 @@ def test_corpus_is_large_and_varied():
     assert engines.count("sglang") >= 10
 
 
-# Strict: the day the corpus holds six TensorRT-LLM logs this passes, and the marker must go.
-@pytest.mark.xfail(strict=True, reason="issue 18 open: complete TensorRT-LLM / trtllm-serve / Triton logs are "
-                                       "still to be found (five so far); the engine's parsers are checked on fixtures")
 def test_corpus_has_six_tensorrt_llm_logs():
     assert [c["engine"] for c in CASES].count("tensorrt-llm") >= 6
 

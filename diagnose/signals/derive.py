@@ -352,6 +352,11 @@ def _parallelism(ev: Evidence, v: dict) -> None:
             v["tp_spans_nodes"] = tp_comm_nodes > 1
             if tp_comm_nodes == 1 and per_node is not None and per_node < int(tp):
                 per_node = int(tp)
+        # Attention data-parallel with the experts spread over the same ranks (wide EP: TRT-LLM
+        # enable_attention_dp, SGLang --enable-dp-attention, with EP = TP): the TP size names that
+        # group, and no layer all-reduces across it; the network carries the MoE all-to-all.
+        if ev.fact("enable_dp_attention") is True and ev.fact("expert_parallel_size") == int(tp):
+            v["tp_spans_nodes"] = False
         v["gpus_per_node"] = int(per_node) if per_node else None
         v["tp_over_pcie"] = (ev.has_event("allreduce_pcie") or ev.has_event("allreduce_no_p2p")
                              or ev.has_event("nccl_shm"))

@@ -62,6 +62,7 @@ FACT_KEYS = {
     "dtype": "dtype", "cuda_graph_max_bs": "cuda_graph_max_size",
     "schedule_conservativeness": "schedule_conservativeness", "schedule_policy": "schedule_policy", "device": "device",
     "speculative_algorithm": "speculative_algorithm", "enable_dp_attention": "enable_dp_attention",
+    "ep_size": "expert_parallel_size",
     "attention_backend": "attention_backend", "max_queued_requests": "max_queue_depth",
 }
 

@@ -40,10 +40,14 @@ EVICT = re.compile(r"(?:pause|evict)\w* request", re.I)
 VERSION_BANNER = re.compile(r"TensorRT[- ]LLM version: (?P<v>\d[\w.\-+]*)")
 QUANT_ALGO = re.compile(r"Setting (?P<k>quant_algo|kv_cache_quant_algo)=(?P<v>\w+) from")
 # The LLM API's arguments, as trtllm-serve prints them after "LLM Args:" (`key=value …`, one long
-# line) or as Dynamo's worker logs them ("TRTLLM engine args: {'key': value, …}").
-ARG = re.compile(r"""['"]?\b(?P<k>tensor_parallel_size|pipeline_parallel_size|max_batch_size|max_num_tokens|use_cuda_graph|cuda_graph_config|enable_chunked_prefill)['"]?\s*[:=]\s*(?P<v>[\w.]+)""")
+# line) or as Dynamo's worker logs them ("TRTLLM engine args: {'key': value, …}"; "TensorRT-LLM
+# engine args:" since Dynamo logs them at INFO).
+ENGINE_ARGS = re.compile(r"(?:TRTLLM|TensorRT-LLM) engine args:")
+ARG = re.compile(r"""['"]?\b(?P<k>tensor_parallel_size|pipeline_parallel_size|moe_expert_parallel_size|max_batch_size|max_num_tokens|max_seq_len"""
+                 r"""|gpus_per_node|enable_attention_dp|use_cuda_graph|cuda_graph_config|enable_chunked_prefill)['"]?\s*[:=]\s*(?P<v>[\w.]+|\{)""")
 ARG_FACTS = {"tensor_parallel_size": "tensor_parallel_size", "pipeline_parallel_size": "pipeline_parallel_size",
-             "max_batch_size": "max_num_seqs", "max_num_tokens": "max_num_batched_tokens"}
+             "moe_expert_parallel_size": "expert_parallel_size", "max_batch_size": "max_num_seqs",
+             "max_num_tokens": "max_num_batched_tokens", "max_seq_len": "max_model_len", "gpus_per_node": "gpus_per_node"}
 ERROR = re.compile(r"(?:Assertion failed|RuntimeError|CUDA runtime error|Executor worker returned error|Encountered an error in forward)")
 
 # `TRTGptModel <key>` → normalized facts
@@ -100,9 +104,11 @@ class TrtllmParser:
             if msg.startswith("model=") and "tensor_parallel_size=" in msg:
                 self._llm_args(msg, line, ev)
                 return True
-        if "TRTLLM engine args:" in msg:
-            self._llm_args(msg[msg.index("TRTLLM engine args:"):], line, ev)
-            return True
+        if "engine args:" in msg:
+            m = ENGINE_ARGS.search(msg)
+            if m:
+                self._llm_args(msg[m.start():], line, ev)
+                return True
         if msg.startswith('"{') and msg.endswith('"'):
             # Newer Triton quotes and escapes the message: "{\"Active Request Count\":…}"
             try:
@@ -263,8 +269,10 @@ class TrtllmParser:
             if k in ARG_FACTS and v.isdigit():
                 # the first launch's arguments (a file may hold several servers or relaunches)
                 ev.set_fact(ARG_FACTS[k], int(v), line.source, line.lineno, line.raw, override=False)
+            elif k == "enable_attention_dp" and v in ("True", "False"):
+                ev.set_fact("enable_dp_attention", v == "True", line.source, line.lineno, line.raw, override=False)
             elif k in ("use_cuda_graph", "cuda_graph_config"):
-                graphs = v not in ("False", "None", "false")
+                graphs = v not in ("False", "None", "false")    # a CudaGraphConfig(...) or {…}: on
                 ev.set_fact("cuda_graphs", graphs, line.source, line.lineno, line.raw)
                 ev.set_fact("enforce_eager", not graphs, line.source, line.lineno, line.raw)
             elif k == "enable_chunked_prefill" and v in ("True", "False"):
