@@ -54,7 +54,11 @@ def decide(values: dict, findings: list) -> dict:
             return out("unknown", [f"a load sweep of {v['sweep_points_n']} load level(s): "
                                    + (f"knee at {knee}, limited by {v.get('sweep_limit') or 'unknown'}" if knee else "no knee by the rule")
                                    + "; give the server log of the run for a runtime verdict"], "load sweep")
-        return out("unknown", ["no periodic engine stats in the input (runtime bottleneck cannot be judged)"], "none")
+        stalled = ([f"the server never said it was ready: nothing was logged for {fmt(v['startup_silence_min'])} min "
+                    f"before it was stopped; the last line before the silence: {v.get('startup_silence_after')}"]
+                   if v.get("startup_silence_min") else [])
+        return out("unknown", stalled + ["no periodic engine stats in the input (runtime bottleneck cannot be judged)"],
+                   "start-up" if stalled else "none")
     if v.get("single_scrape"):
         return out("unknown", ["a single metrics scrape: configuration and current state only (no trend, no steady window)"],
                    "one scrape")

@@ -399,6 +399,12 @@ def _events(ev: Evidence, v: dict) -> None:
     if parts:
         v["startup_breakdown"] = ", ".join(parts)
     v["warmup_logged"] = any(ev.has_event(k) for k in ("startup_init", "startup_compile", "startup_load", "cuda_graph_capture"))
+    # A long silence the stop ended, where the server never said it was ready: a stalled start-up.
+    quiet = ev.first_event("quiet_before_stop")
+    if quiet is not None and not ev.has_event("server_ready") and not ev.stats_rows:
+        v["startup_silence_min"] = quiet.data.get("minutes")
+        text = quiet.text if len(quiet.text) <= 160 else quiet.text[:159] + "…"
+        v["startup_silence_after"] = f"line {quiet.line}: {text}"
 
 
 MIN_STEADY = 3   # fewer busy samples than this say nothing about a steady state

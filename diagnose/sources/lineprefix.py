@@ -16,7 +16,10 @@ from .engines import ENGINES
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 COLLECTOR = re.compile(
     r"^(?:(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?) "
-    r"|[A-Za-zа-я]{3,4}\.? +\d{1,2} \d\d:\d\d:\d\d \S+ [\w.\-/]+(?:\[\d+\])?: )"
+    r"|[A-Za-zа-я]{3,4}\.? +\d{1,2} \d\d:\d\d:\d\d \S+ [\w.\-/]+(?:\[\d+\])?: "
+    # Slurm's own lines (`[2026-10-07T08:47:26.273] error: *** STEP … CANCELLED …`): local time,
+    # as the engine's stamps are, so it is the line's time (a collector's RFC 3339 stamp is UTC).
+    r"|\[(?P<date>\d{4}-\d\d-\d\d)T(?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)?\] )"
 )
 # `(APIServer pid=1) `, `(RayWorkerWrapper pid=1463574, ip=192.168.10.60) `; a paste may lose
 # the opening parenthesis of the first one.
@@ -61,10 +64,12 @@ def peel(source: str, lineno: int, text: str) -> Line:
     raw = text
     if text.startswith("> "):
         text = text[2:]
-    iso = None
+    iso = dt = None
     m = COLLECTOR.match(text)
     if m:
         iso = m.group("iso")
+        if m.group("date"):
+            dt = _dt(m.group("date"), m.group("hms"))
         text = text[m.end():]
     proc = ip = None
     while "pid=" in text:       # the regex alone walks a whole line that has no prefix
@@ -80,7 +85,7 @@ def peel(source: str, lineno: int, text: str) -> Line:
         if m:
             repeat = int(m.group(1))
             text = text[: m.start()]
-    level = stamp = dt = fmt = None
+    level = stamp = fmt = None
     tags = ""
     for match in HEADERS:
         h = match(text)

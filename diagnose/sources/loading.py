@@ -28,6 +28,9 @@ from .unwrap import unwrap
 
 # What converting a damaged value raises: float("1..2"), int(float("inf")), int("9" * 5000).
 LINE_ERRORS = (ValueError, ArithmeticError)
+# A silence this long, ended by a stop (SIGTERM, a scheduler's cancel): a start-up that stalled
+# (an NCCL rendezvous, a placement group) when the server never said it was ready.
+QUIET_S = 600
 
 
 def load(inputs: list[Input], year: int | None = None, gpu_start=None, gpu_interval: float = 1.0) -> Evidence:
@@ -184,6 +187,8 @@ def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, starte
         segs = segments([data], tally=False)
     lines_iter = read(segs, inp.display, ev, counts, progress=advance, follow=pending)
     malformed = 0
+    last_t = None       # (time, line number, text) of the last line that carried a time
+    quiet = None        # the latest silence of QUIET_S or more: (last_t before it, the time it ended)
     for lineno, text in lines_iter:
         # The parsers convert what their regexes matched (`[\d.]+`, dict values) with float()/int();
         # a damaged line (`1..2`, `inf` or 5000 digits where a count belongs, a cut `4.2e+`) makes
@@ -197,6 +202,10 @@ def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, starte
                 continue
             line = peel(inp.display, lineno, text)
             when = clock.at(line)
+            if when is not None:
+                if last_t is not None and (when - last_t[0]).total_seconds() >= QUIET_S:
+                    quiet = (last_t, when)
+                last_t = (when, lineno, line.raw)
             if feed_common(line, ev, when):
                 recognised += 1
                 continue
@@ -209,6 +218,8 @@ def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, starte
             malformed += 1
     if bar:
         bar.close()
+    if quiet is not None:
+        _quiet_before_stop(ev, inp.display, quiet, last_t)
     finish_lifecycle(ev, inp.display)
     for p in parsers:
         if hasattr(p, "finish"):
@@ -238,6 +249,18 @@ def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, starte
             if p.engine == info.engine:
                 info.engine_version = p.version
     return info
+
+
+def _quiet_before_stop(ev: Evidence, src: str, quiet, last) -> None:
+    """A stop that ended a long silence (the log had little more after it): kept as an event with
+    the last line before the silence; the signals say whether the server had said it was ready."""
+    (t0, n0, raw0), end = quiet
+    if (last[0] - end).total_seconds() > 300:
+        return              # the log went on after the silence: not what the stop ended
+    if ev.counters.get("access_lines") or ev.counters.get("request_lines"):
+        return              # it answered requests: it was up (and the big-log readers count request lines unread)
+    if any(e.source == src and e.line > n0 for e in ev.events.get("stop_requested", ())):
+        ev.add_event("quiet_before_stop", src, n0, raw0, t0, minutes=round((end - t0).total_seconds() / 60))
 
 
 def peek_size(blocks, limit: int):
