@@ -210,6 +210,17 @@ def note_launch(ev: Evidence, src: str) -> None:
     life.stopping = False
 
 
+def dispatch(parser, table, msg: str, line: Line, ev: Evidence, when) -> bool:
+    """An engine parser's table of (pattern, handler): the first pattern found in the message
+    hands the line to its handler. True when one did."""
+    for rx, fn in table:
+        m = rx.search(msg)
+        if m:
+            fn(parser, m, line, ev, when)
+            return True
+    return False
+
+
 def note_alive(ev: Evidence, src: str) -> None:
     """The server is serving: an exception before this was survived."""
     life = ev.lifecycle.get(src)

@@ -10,7 +10,7 @@ from ....evidence.model import Evidence
 from ... import kv
 from ...kv import excerpt
 from ....redact import redact
-from ...common_lines import note_alive, note_failure, note_launch, note_prompt_field
+from ...common_lines import dispatch, note_alive, note_failure, note_launch, note_prompt_field
 from ...lineprefix import Line, peel
 
 SERVER_ARGS = re.compile(r"(?:server_args=)?`?ServerArgs\((?P<body>.*)$|server_args=(?P<dict>\{.*)$")
@@ -128,12 +128,7 @@ class SglangParser:
             else:
                 self._dump.open(body, line, kv.balance(body))
             return True
-        for rx, fn in self._simple:
-            m = rx.search(msg)
-            if m:
-                fn(self, m, line, ev, when)
-                return True
-        return False
+        return dispatch(self, self._simple, msg, line, ev, when)
 
     def _server_args(self, body: str, line: Line, ev: Evidence) -> None:
         body = body.rstrip().rstrip("`").rstrip()

@@ -11,7 +11,7 @@ import re
 from datetime import datetime
 
 from ....evidence.model import Evidence
-from ...common_lines import note_failure, note_launch
+from ...common_lines import dispatch, note_failure, note_launch
 from ... import kv
 from ...lineprefix import Line
 
@@ -139,12 +139,7 @@ class TrtllmParser:
                 ev.set_fact("chunked_prefill", "chunked context is enabled" in v, line.source, line.lineno, line.raw)
             ev.settings.setdefault("TRTGptModel", {})[k] = v
             return True
-        for rx, fn in self._simple:
-            m = rx.search(msg)
-            if m:
-                fn(self, m, line, ev, when)
-                return True
-        return False
+        return dispatch(self, self._simple, msg, line, ev, when)
 
     # -- per-iteration stats --------------------------------------------------------------
     def _json_line(self, text: str, line: Line, ev: Evidence) -> None:

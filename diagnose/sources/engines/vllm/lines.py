@@ -10,7 +10,7 @@ from ....evidence.model import Evidence
 from ....redact import redact
 from ... import kv
 from ...kv import excerpt
-from ...common_lines import note_alive, note_failure, note_launch, note_prompt
+from ...common_lines import dispatch, note_alive, note_failure, note_launch, note_prompt
 from ...lineprefix import Line
 
 STATS = re.compile(
@@ -206,12 +206,7 @@ class VllmParser:
             if m:
                 self._cmdline(m.group(0).strip().rstrip("\\"), line, ev)
                 return True
-        for rx, fn in self._simple:
-            m = rx.search(msg)
-            if m:
-                fn(self, m, line, ev, when)
-                return True
-        return False
+        return dispatch(self, self._simple, msg, line, ev, when)
 
     # -- handlers ------------------------------------------------------------------
     def _stats(self, m, line: Line, ev: Evidence, when) -> None:
