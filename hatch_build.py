@@ -17,12 +17,12 @@ from pathlib import Path
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-IN_WHEEL = "diagnose/sources/native/libscan.so"
+IN_WHEEL = "diagnose/sources/readers/native/libscan.so"
 
 
 def _build_module(root: str):
     # By path: diagnose's own dependencies are not installed while it is being built.
-    spec = importlib.util.spec_from_file_location("_diagnose_native_build", Path(root, "diagnose/sources/native/build.py"))
+    spec = importlib.util.spec_from_file_location("_diagnose_native_build", Path(root, "diagnose/sources/readers/native/build.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

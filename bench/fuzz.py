@@ -59,7 +59,7 @@ def seed_files() -> list[Path]:
 
 
 def keywords() -> list[str]:
-    from diagnose.sources.scanner import GREP_KEYWORDS
+    from diagnose.sources.readers.scanner import GREP_KEYWORDS
     return GREP_KEYWORDS
 
 

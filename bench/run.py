@@ -9,7 +9,7 @@ with bench/generate_log.py (or reuses one already in the workdir), reads it once
 the page cache, then times in the same run:
 
   (a) grep -cE '<keywords>' FILE   the keyword set the tool's scanner pre-filters on
-                                  (diagnose.sources.scanner.GREP_KEYWORDS, or a built-in
+                                  (diagnose.sources.readers.scanner.GREP_KEYWORDS, or a built-in
                                   copy of it while that module does not exist);
   (b) python -m diagnose --format json FILE   wall time and peak RSS of that process
                                   (os.wait4 rusage: the child and whatever it waited for);
@@ -56,7 +56,7 @@ GOAL_SMALL_S = 0.6      # a ~10 KB log end to end, interpreter start included
 GOAL_RSS_MB = 256.0
 SMALL_BYTES = 10_000
 
-# Copy of the scanner's keyword list, used only when diagnose.sources.scanner cannot be
+# Copy of the scanner's keyword list, used only when diagnose.sources.readers.scanner cannot be
 # imported (e.g. before the package exists).
 FALLBACK_KEYWORDS = [
     "throughput:", "with config:", "non-default args", "KV cache", "Maximum concurrency",
@@ -69,11 +69,11 @@ FALLBACK_KEYWORDS = [
 
 def load_keywords() -> tuple[list[str], str]:
     try:
-        from diagnose.sources.scanner import GREP_KEYWORDS  # type: ignore
+        from diagnose.sources.readers.scanner import GREP_KEYWORDS  # type: ignore
         kws = [str(k) for k in GREP_KEYWORDS]
         if not kws:
             raise ValueError("GREP_KEYWORDS is empty")
-        return kws, "diagnose.sources.scanner.GREP_KEYWORDS"
+        return kws, "diagnose.sources.readers.scanner.GREP_KEYWORDS"
     except Exception as exc:  # ImportError before the package exists, or anything odd
         return list(FALLBACK_KEYWORDS), "built-in fallback list (%s: %s)" % (
             type(exc).__name__, exc)

@@ -58,7 +58,7 @@ def run(files: list[str], prom: dict | None, kw: dict, interval_s: float, as_jso
 
     # Every pass reads the whole file: the bulk path (the C scanner) from the first megabyte, not
     # only for big logs, so a log growing by 10,000 lines/s costs a few % of a core, not a third.
-    from .sources import bulk
+    from .sources.readers import bulk
     if "DIAGNOSE_BULK_MIN_BYTES" not in os.environ:
         bulk.FAST_MIN_BYTES = min(bulk.FAST_MIN_BYTES, 1 << 20)
 

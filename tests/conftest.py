@@ -28,7 +28,7 @@ def _native_library_in_the_checkout() -> None:
     """The tests import diagnose from this checkout: its C scanner is built here when missing, or
     older than scan.c (an edit), as `pip install -e .` would. Where no compiler works, the C
     scanner's tests skip and say why; diagnose itself never compiles at run time."""
-    from diagnose.sources.native import build
+    from diagnose.sources.readers.native import build
     lib = build.LIBRARY
     # the key of the scan.c it was built from is a string in the file (read, not loaded: a library
     # loaded here would stay the process's one after a rebuild)
@@ -81,7 +81,7 @@ def analyze(*paths, **kw):
 @pytest.fixture(params=["native", "python"])
 def bulk_engine(request, monkeypatch):
     """Run a test on both readers of big logs: C, and Python (used where no C compiler was)."""
-    from diagnose.sources import bulk, native
+    from diagnose.sources.readers import bulk, native
     if request.param == "native" and native.load() is None:
         pytest.skip(f"C scanner not available here: {native.why_not}")
     monkeypatch.setattr(bulk, "USE_NATIVE", request.param == "native")

@@ -37,7 +37,8 @@ def generated(tmp_path_factory):
 
 def test_bulk_path_gives_the_same_evidence_and_findings(generated, monkeypatch, bulk_engine):
     from diagnose.pipeline import analyze
-    from diagnose.sources import bulk, load, resolve
+    from diagnose.sources import load, resolve
+    from diagnose.sources.readers import bulk
     monkeypatch.setattr(bulk, "FAST_MIN_BYTES", 10**15)
     ref_ev = load(resolve([str(generated)]))
     ref = analyze([str(generated)]).to_json()
@@ -52,7 +53,8 @@ def test_bulk_path_gives_the_same_evidence_and_findings(generated, monkeypatch, 
 
 
 def _load(path, monkeypatch, bulk_min):
-    from diagnose.sources import bulk, load, resolve
+    from diagnose.sources import load, resolve
+    from diagnose.sources.readers import bulk
     monkeypatch.setattr(bulk, "FAST_MIN_BYTES", bulk_min)
     return summary(load(resolve([str(path)])))
 
@@ -164,7 +166,7 @@ def test_a_wrapped_dump_is_followed_on_the_bulk_path_too(tmp_path, monkeypatch, 
     no keyword, and both paths must still hand them to the parser that asked for them."""
     f, out = wrapped_dump_log(tmp_path)
     ref, fast = _load(f, monkeypatch, 10**15), _load(f, monkeypatch, 0)
-    from diagnose.sources.scanner import GREP_KEYWORDS
+    from diagnose.sources.readers.scanner import GREP_KEYWORDS
     assert sum(1 for line in out if not any(k in line for k in GREP_KEYWORDS)) > 5   # lines only `follow` reaches
     assert len(ref["facts"]) >= 5          # the dump was read: model, parallelism, memory settings …
     for k in ref:
@@ -174,7 +176,8 @@ def test_a_wrapped_dump_is_followed_on_the_bulk_path_too(tmp_path, monkeypatch, 
 def test_a_full_prompt_table_keeps_the_same_heads(generated, monkeypatch, bulk_engine):
     """Past MAX_PREFIXES distinct heads, further ones are only counted: both paths must keep the
     same heads (first seen first) and count the same overflow."""
-    from diagnose.sources import bulk, common_lines, segments
+    from diagnose.sources.readers import bulk, segments
+    from diagnose.sources.engines import common as common_lines
     monkeypatch.setattr(common_lines, "MAX_PREFIXES", 40)
     monkeypatch.setattr(segments, "MAX_PREFIXES", 40)
     from diagnose.sources import load, resolve

@@ -22,7 +22,7 @@ def _env(cache, **kw) -> dict:
 
 @pytest.fixture
 def need_cc():
-    from diagnose.sources import native
+    from diagnose.sources.readers import native
     if native.load() is None:
         pytest.skip(f"C scanner not available here: {native.why_not}")
 
@@ -158,7 +158,7 @@ def test_nothing_is_said_when_the_python_reader_is_chosen_or_the_c_scanner_works
 
 
 def test_a_big_input_is_told_even_in_a_pipe_and_only_once(monkeypatch, capsys):
-    from diagnose.sources import native
+    from diagnose.sources.readers import native
     monkeypatch.setattr(native, "_noted", False)
     monkeypatch.setattr(native, "why_not", "no C compiler (cc)")
     monkeypatch.delenv("DIAGNOSE_NATIVE", raising=False)

@@ -509,7 +509,7 @@ def test_pipeline_on_mutated_files(case):
 @settings(max_examples=ex(15))
 @given(data=st.data())
 def test_bulk_path_counts_unreadable_lines_like_the_scanner(log_seeds, monkeypatch_module, data, engine):
-    from diagnose.sources import bulk, native
+    from diagnose.sources.readers import bulk, native
     if engine == "native" and native.load() is None:
         pytest.skip(f"C scanner not available here: {native.why_not}")
     monkeypatch_module.setattr(bulk, "USE_NATIVE", engine == "native")
@@ -529,7 +529,7 @@ def test_bulk_path_counts_unreadable_lines_like_the_scanner(log_seeds, monkeypat
 
 
 def test_bulk_path_and_a_real_replacement_character(monkeypatch, bulk_engine):
-    from diagnose.sources import bulk
+    from diagnose.sources.readers import bulk
     data = head_of(FIXTURES / "scenarios" / "healthy.log") + "INFO 01-02 03:04:05 [x.py:1] a real \ufffd\n".encode()
     monkeypatch.setattr(bulk, "FAST_MIN_BYTES", 10**12)
     block = load_bytes(data)

@@ -294,7 +294,8 @@ def test_permission_denied_inside_a_directory(tmp_path):
 def test_permission_denied_when_opening(tmp_path, monkeypatch):
     """Runs as root too: the open itself refused (an ACL, an NFS export, SELinux) after the
     access check passed."""
-    from diagnose.sources import InputError, load, reader, resolve
+    from diagnose.sources import InputError, load, resolve
+    from diagnose.sources.readers import files as reader
     f = tmp_path / "acl.log"
     f.write_bytes(LOG.read_bytes())
     inputs = resolve([str(f)])
@@ -309,7 +310,8 @@ def test_permission_denied_when_opening(tmp_path, monkeypatch):
 
 def test_read_error_mid_file(tmp_path, monkeypatch):
     """EIO half-way (a dying disk, a stale NFS handle): one line naming the file."""
-    from diagnose.sources import InputError, load, reader, resolve
+    from diagnose.sources import InputError, load, resolve
+    from diagnose.sources.readers import files as reader
     f = tmp_path / "eio.log"
     f.write_bytes(LOG.read_bytes())
     real_open = open

@@ -200,7 +200,7 @@ def test_fixed_format_logs_are_not_taken_for_wrapped():
     """Logs whose longest lines are one fixed-format record (glog, NCCL, SGLang's short prefix,
     uniform stats lines) look like a wrap by length alone; none of the real logs or samples is
     changed."""
-    from diagnose.sources.unwrap import unwrap
+    from diagnose.sources.readers.unwrap import unwrap
     changed = []
     for f in sorted((FIXTURES / "real").glob("*.log")) + sorted((FIXTURES / "samples").rglob("*.log")):
         if unwrap(f.read_bytes())[1]:

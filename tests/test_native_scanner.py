@@ -1,4 +1,4 @@
-"""The C scanner (diagnose/sources/native): lines at the edges of what it decides itself, and what
+"""The C scanner (diagnose/sources/readers/native): lines at the edges of what it decides itself, and what
 it takes to be used (built from this scan.c, its structures as Python mirrors them). How it is
 built at install, and an install without a compiler: tests/test_packaging.py."""
 from __future__ import annotations
@@ -77,8 +77,9 @@ def _file(tmp_path, lines, name):
 def _summary(path, monkeypatch, bulk_min, native):
     """What a report is made of; "reader": which read the file (line: the small-log path, native or
     python: the readers of big logs)."""
-    from diagnose.sources import bulk, load, loading, resolve
-    from diagnose.sources.native import stream
+    from diagnose.sources import load, loading, resolve
+    from diagnose.sources.readers import bulk
+    from diagnose.sources.readers.native import stream
     monkeypatch.setattr(bulk, "FAST_MIN_BYTES", bulk_min)
     monkeypatch.setattr(bulk, "USE_NATIVE", native)
     used = []
@@ -95,7 +96,7 @@ def _summary(path, monkeypatch, bulk_min, native):
 
 
 def _native_or_skip():
-    from diagnose.sources import native
+    from diagnose.sources.readers import native
     if native.load() is None:
         pytest.skip(f"C scanner not available here: {native.why_not}")
 
@@ -131,7 +132,7 @@ def test_the_c_and_python_readers_agree_on_the_edge_lines(tmp_path, monkeypatch)
 @pytest.mark.parametrize("cuts", [[1], [7, 8, 9], [4096], [50, 51, 5000], [3, 100_000]])
 def test_blocks_cut_anywhere_become_whole_lines(cuts, end):
     """Empty blocks included (a UTF-16 decoder's last block is empty): no line is made of them."""
-    from diagnose.sources.scanner import line_runs
+    from diagnose.sources.readers.scanner import line_runs
     data = b"".join(b"line %d " % i + b"x" * (i % 300) + b"\n" for i in range(2000)) + end
     blocks, at = [b""], 0
     for c in cuts + [len(data)]:
@@ -157,7 +158,7 @@ def test_nothing_is_compiled_or_written_when_diagnose_runs(tmp_path):
     cc.chmod(0o755)
     env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path / "cache"), CC=str(cc),
                PATH=f"{tmp_path}:{os.environ.get('PATH', '')}", NO_COLOR="1")
-    p = _run(["-m", "diagnose.sources.native"], env)
+    p = _run(["-m", "diagnose.sources.readers.native"], env)
     assert p.stdout.decode().startswith("C scanner: /"), p.stdout.decode() + p.stderr.decode()
     big = _file(tmp_path, EDGE_LINES, "edges.log")
     r = _run(["-m", "diagnose", "--format", "json", str(big)], dict(env, DIAGNOSE_BULK_MIN_BYTES="0"))
@@ -169,7 +170,7 @@ def test_nothing_is_compiled_or_written_when_diagnose_runs(tmp_path):
 @pytest.fixture
 def fresh_load(monkeypatch):
     """load() as a new run would do it, with this module's state restored afterwards."""
-    from diagnose.sources import native
+    from diagnose.sources.readers import native
     monkeypatch.setattr(native, "_state", {})
     monkeypatch.setattr(native, "why_not", None)
     return native
@@ -220,8 +221,8 @@ def test_a_plain_file_cut_into_ranges_reads_as_one_file(tmp_path, monkeypatch, m
     lines cut by a range's end or longer than the buffer, and a dump a parser follows across
     ranges, must come out as the line-by-line path reads them."""
     _native_or_skip()
-    from diagnose.sources import native
-    from diagnose.sources.native import stream
+    from diagnose.sources.readers import native
+    from diagnose.sources.readers.native import stream
     f = make(tmp_path)
     ref = _summary(f, monkeypatch, 10**15, True)
     monkeypatch.setattr(stream, "RANGE_BYTES", range_bytes)
@@ -243,7 +244,7 @@ def test_cpus_without_avx2_get_the_same_counts_and_prompt_keys(tmp_path):
     lines = [f"INFO 11-20 09:03:{i % 60:02d} [logger.py:40] Received request cmpl-{i}: prompt: "
              f"'{'p' * (i % 300)}{i % 7}', params: SamplingParams(n=1)\n" for i in range(2000)]
     f.write_text("".join(lines + [ACCESS.format(host="1.2.3.4:5", method="GET", path="/health", status=200)] * 50))
-    code = ("import json, sys; from diagnose.sources import bulk, load, resolve; bulk.FAST_MIN_BYTES = 0; "
+    code = ("import json, sys; from diagnose.sources import load, resolve; from diagnose.sources.readers import bulk; bulk.FAST_MIN_BYTES = 0; "
             "ev = load(resolve([sys.argv[1]])); "
             "print(json.dumps([ev.inputs[0].lines, ev.counters, sorted(ev.prompt_prefixes.items())]))")
     env = dict(os.environ, PYTHONPATH=str(ROOT))

@@ -97,7 +97,7 @@ def test_every_reader_brings_the_new_engines_lines_to_its_parser(with_toy, tmp_p
     root, log = with_toy
     big = tmp_path / "big.log"
     big.write_bytes(log.read_bytes() * 20_000)      # over the bulk threshold below
-    code = ("import json, sys; from diagnose.sources import bulk, load, resolve; bulk.FAST_MIN_BYTES = int(sys.argv[2]);"
+    code = ("import json, sys; from diagnose.sources import load, resolve; from diagnose.sources.readers import bulk; bulk.FAST_MIN_BYTES = int(sys.argv[2]);"
             "ev = load(resolve([sys.argv[1]])); print(json.dumps([ev.inputs[0].engine, ev.inputs[0].recognised_lines]))")
     env = dict(os.environ, PYTHONPATH=str(root))
     got = {m: json.loads(subprocess.run([sys.executable, "-c", code, str(big), str(m)], cwd=root, env=env,

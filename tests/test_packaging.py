@@ -61,7 +61,7 @@ def test_wheel_ships_every_rule_file_the_c_scanner_and_the_console_script(wheel)
         rel = r.path.relative_to(ROOT / "rules").as_posix()
         assert f"diagnose/_rules/{rel}" in names, rel
     # the C scanner is compiled when the wheel is built, and the wheel says it is for this platform
-    assert "diagnose/sources/native/libscan.so" in names
+    assert "diagnose/sources/readers/native/libscan.so" in names
     meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/WHEEL"))).decode()
     assert "Root-Is-Purelib: false" in meta and "-none-any" not in wheel.name, meta
     entry = next(n for n in names if n.endswith("entry_points.txt"))
@@ -119,7 +119,7 @@ def test_sdist_holds_what_its_tests_need_and_they_pass(tmp_path):
     top = next((tmp_path / "src").iterdir())
     for need in ("LICENSE", "README.md", "pyproject.toml", "bench/score_corpus.py", "bench/hostile_lines.py",
                  "tests/conftest.py", "fixtures/samples/vllm/MANIFEST.md", "fixtures/real/corpus.toml",
-                 "rules", "diagnose/sources/native/scan.c", "scripts/bootstrap"):
+                 "rules", "diagnose/sources/readers/native/scan.c", "scripts/bootstrap"):
         assert (top / need).exists(), f"the sdist lacks {need}"
     env = dict(os.environ, PYTHONPATH=str(top))
     # A sample of the suite: the rule files (the catalogue's completeness check, 15 s, runs in the
@@ -151,7 +151,7 @@ def test_without_a_compiler_the_wheel_is_pure_python_and_the_build_says_why(with
     assert not [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".so")]
     assert "C scanner not built: the C compiler (false) failed" in said, said[-3000:]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    p = subprocess.run([str(bin_dir / "python"), "-m", "diagnose.sources.native"], capture_output=True, cwd=bin_dir,
+    p = subprocess.run([str(bin_dir / "python"), "-m", "diagnose.sources.readers.native"], capture_output=True, cwd=bin_dir,
                        env=env, timeout=120)
     assert p.stdout.decode().startswith("C scanner not in use: not built when diagnose was installed"), p.stdout
 

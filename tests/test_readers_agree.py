@@ -20,7 +20,8 @@ def test_the_corpus_is_there():
 
 
 def _read(path, monkeypatch, bulk_min):
-    from diagnose.sources import InputError, bulk, load, resolve
+    from diagnose.sources import InputError, load, resolve
+    from diagnose.sources.readers import bulk
     monkeypatch.setattr(bulk, "FAST_MIN_BYTES", bulk_min)
     try:
         return evidence_summary(load(resolve([str(path)])))

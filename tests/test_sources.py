@@ -7,10 +7,10 @@ from datetime import datetime
 from conftest import FIXTURES, run_cli
 from diagnose.evidence.model import Evidence
 from diagnose.sources import load
-from diagnose.sources.lineprefix import Clock, peel
-from diagnose.sources.reader import Input
-from diagnose.sources.scanner import ScanCounts, segments
-from diagnose.sources.segments import read
+from diagnose.sources.readers.lineprefix import Clock, peel
+from diagnose.sources.readers.files import Input
+from diagnose.sources.readers.scanner import ScanCounts, segments
+from diagnose.sources.readers.segments import read
 
 
 def test_scanner_line_numbers_match_a_plain_enumeration(tmp_path):
@@ -164,7 +164,7 @@ def test_dump_values_read_as_python_literals_would():
     """kv.value reads plain numbers and quoted strings without literal_eval (a megabyte dict line
     took 6 s): what it gives must be what literal_eval gives, or the text where that fails."""
     import ast
-    from diagnose.sources import kv
+    from diagnose.sources.engines import kv
     for text in ["1", "-1", "0", "-0", "007", "1.5", "01.5", "1.", "-2.5e3", "1e5", "1_000", "'abc'", '"x y"',
                  "'a\\\\b'", "'it''s'", "''", "'", "x", "9" * 5000, "3.0", "[1, 2]", "(1,)"]:
         try:

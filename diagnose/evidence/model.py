@@ -114,9 +114,9 @@ class Evidence:
         self.last_seen = None                    # newest sample time (live Prometheus: replica-down)
         self.instances: set[str] = set()         # Prometheus `instance` labels seen in this input
         self.targets: dict = {}                  # SLO targets given as an input file
-        self.bench_points: list[dict] = []       # load-test runs (sources/bench.py), one per load level and file
+        self.bench_points: list[dict] = []       # load-test runs (sources/formats/bench_files.py), one per load level and file
         self.nccl_comms: dict[int, int] = {}    # NCCL communicator size (nRanks) → most nodes it spans (nNodes)
-        self.lifecycle: dict = {}               # source → common_lines.Life: launched, stopping, died
+        self.lifecycle: dict = {}               # source → engines.common.Life: launched, stopping, died
         self._gpu_series = None
 
     # -- writing (sources) -------------------------------------------------

@@ -15,6 +15,6 @@ from __future__ import annotations
 
 from .grouping import load_groups
 from .loading import load, start_scans
-from .reader import Input, InputError, resolve
+from .readers.files import Input, InputError, resolve
 
 __all__ = ["load", "load_groups", "start_scans", "Input", "InputError", "resolve"]

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from ..evidence.model import Evidence
 from .engines import ENGINES
-from .gpu import sniff_gpu
+from .formats.gpu import sniff_gpu
 from .loading import load_one, load
 from .prometheus import ENGINE_OF, sniff_prometheus
-from .reader import Input, InputError
+from .readers.files import Input, InputError
 from .sniff import SNIFF_BYTES
-from .structured import sniff
-from .unreadable import blank_unreadable
+from .formats.structured import sniff
+from .readers.unreadable import blank_unreadable
 
 def load_groups(inputs: list[Input], year: int | None = None, **kw) -> list[Evidence]:
     """One Evidence per deployment: inputs are grouped by the engine that wrote them.

@@ -11,20 +11,20 @@ import stat
 
 from ..evidence.finish import finish
 from ..evidence.model import Evidence, InputInfo
-from .bench import load_bench, sniff_bench
-from .common_lines import feed_common, finish_lifecycle
+from .formats.bench_files import load_bench, sniff_bench
+from .engines.common import feed_common, finish_lifecycle
 from .engines import ENGINES
-from .gpu import load_gpu, sniff_gpu
-from .lineprefix import Clock, peel
-from .progress import advancer, counted, progress_bar
+from .formats.gpu import load_gpu, sniff_gpu
+from .readers.lineprefix import Clock, peel
+from .readers.progress import advancer, counted, progress_bar
 from .prometheus import load_exposition, load_query_range, sniff_prometheus
-from .reader import Input, InputError, read_ahead
-from .scanner import ScanCounts, segments
-from .segments import read
+from .readers.files import Input, InputError, read_ahead
+from .readers.scanner import ScanCounts, segments
+from .readers.segments import read
 from .sniff import SNIFF_BYTES, endless_binary, is_log, sniff_head
-from .structured import load_structured, sniff
-from .unreadable import blank_unreadable, note_unreadable
-from .unwrap import unwrap
+from .formats.structured import load_structured, sniff
+from .readers.unreadable import blank_unreadable, note_unreadable
+from .readers.unwrap import unwrap
 
 # What converting a damaged value raises: float("1..2"), int(float("inf")), int("9" * 5000).
 LINE_ERRORS = (ValueError, ArithmeticError)
@@ -44,7 +44,7 @@ def load(inputs: list[Input], year: int | None = None, gpu_start=None, gpu_inter
 def big_logs(inputs: list[Input]):
     """The inputs the C scanner would read as plain files, with the path it reads each from, in
     order: big regular-file logs, stdin redirected from one (not read yet) included."""
-    from . import bulk
+    from .readers import bulk
     for inp in inputs:
         path = inp.path
         if path == "-":
@@ -71,12 +71,12 @@ def start_scans(inputs: list[Input]) -> int:
     other cores while the caller sets up the rest (the rules); load_one takes over what it started.
     One only: it covers the set-up, and each scan holds a thread and a read buffer per core (a
     directory of a hundred big logs started at once would hold them all). Returns how many started."""
-    from . import bulk
+    from .readers import bulk
     for inp, path in big_logs(inputs):
         lib = bulk.native_lib()
         if lib is None:
             return 0
-        from .native import stream
+        from .readers.native import stream
         try:
             inp.started = stream.Producer(lib, path=path, display=inp.display)
         except InputError:
@@ -107,7 +107,7 @@ def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, starte
         text = data.decode("utf-8", "replace")
         info = (load_query_range if prom_kind == "query_range" else load_exposition)(text, inp.display, ev)
         if "DCGM_FI_" in text:     # node and engine metrics scraped together
-            from .gpu import _dcgm
+            from .formats.gpu import _dcgm
             _dcgm(text.splitlines(), inp.display, ev, info)
         return note_unreadable(info, bad)
     gpu_kind = sniff_gpu(head) if first else None
@@ -152,7 +152,7 @@ def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, starte
                 return True
         return False
 
-    from . import bulk
+    from .readers import bulk
     bar = progress_bar(inp) if not sniffing else None
     advance = advancer(bar, inp)
     counts.binary_head = b"\x00" in first[:8192]     # likely not a text log
@@ -167,7 +167,7 @@ def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, starte
         lib = bulk.native_lib() if big else None
         behind = None
     if lib is not None:
-        from .native import stream
+        from .readers.native import stream
         if behind:
             blocks.close()          # C reads the file itself, from its start
             segs = started or stream.Producer(lib, path=behind, display=inp.display)

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 
 from ..evidence.model import Evidence, InputInfo, _finite
 from .engines import ENGINES, merged
-from .reader import InputError
+from .readers.files import InputError
 
 # Each engine's metric names are declared in its folder (engines/<name>/__init__.py); what no one
 # engine writes (NVIDIA Dynamo's frontend, in front of vLLM, SGLang or TensorRT-LLM workers; the

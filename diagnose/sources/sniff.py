@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import stat
 
-from .gpu import sniff_gpu
+from .formats.gpu import sniff_gpu
 from .prometheus import sniff_prometheus
-from .reader import Input
-from .structured import sniff
-from .unreadable import blank_unreadable
+from .readers.files import Input
+from .formats.structured import sniff
+from .readers.unreadable import blank_unreadable
 
 SNIFF_BYTES = 512 * 1024
 

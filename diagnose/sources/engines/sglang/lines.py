@@ -7,11 +7,11 @@ from __future__ import annotations
 import re
 
 from ....evidence.model import Evidence
-from ... import kv
-from ...kv import excerpt
+from .. import kv
+from ..kv import excerpt
 from ....redact import redact
-from ...common_lines import dispatch, note_alive, note_failure, note_launch, note_prompt_field
-from ...lineprefix import Line, peel
+from ..common import dispatch, note_alive, note_failure, note_launch, note_prompt_field
+from ...readers.lineprefix import Line, peel
 
 SERVER_ARGS = re.compile(r"(?:server_args=)?`?ServerArgs\((?P<body>.*)$|server_args=(?P<dict>\{.*)$")
 BATCH = re.compile(r"^(?:(?P<kind>Prefill|Decode) batch(?:\(mixed[^)]*\))?(?: ?\[\d+\])?[.,] |(?P<old>new fill batch\. )|(?=#running-req: ))")

@@ -11,9 +11,9 @@ import re
 from datetime import datetime
 
 from ....evidence.model import Evidence
-from ...common_lines import dispatch, note_failure, note_launch
-from ... import kv
-from ...lineprefix import Line
+from ..common import dispatch, note_failure, note_launch
+from .. import kv
+from ...readers.lineprefix import Line
 
 ENGINE = "trtllm"
 

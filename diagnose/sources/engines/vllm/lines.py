@@ -8,10 +8,10 @@ import re
 
 from ....evidence.model import Evidence
 from ....redact import redact
-from ... import kv
-from ...kv import excerpt
-from ...common_lines import dispatch, note_alive, note_failure, note_launch, note_prompt
-from ...lineprefix import Line
+from .. import kv
+from ..kv import excerpt
+from ..common import dispatch, note_alive, note_failure, note_launch, note_prompt
+from ...readers.lineprefix import Line
 
 STATS = re.compile(
     r"^(?:Engine (?P<eng>\d+): |(?P<agg>\d+) Engines Aggregated: )?"

@@ -3,7 +3,7 @@
 Run when the package is built, never when diagnose runs: hatch_build.py calls `build()` for
 `pip install .` (into the wheel) and `pip install -e .` (in place, in the checkout). Where no C
 compiler works, the package is installed without it and big logs are read by the Python reader.
-`python -m diagnose.sources.native --build` builds it again in place, after scan.c was edited.
+`python -m diagnose.sources.readers.native --build` builds it again in place, after scan.c was edited.
 
 Standard library only: the build hook loads this file by path, before diagnose's dependencies
 are installed.

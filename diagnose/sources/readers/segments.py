@@ -13,9 +13,9 @@ from __future__ import annotations
 import itertools
 import os
 
-from ..evidence.model import EVENT_KEEP, Event, Evidence
-from ..redact import redact
-from .common_lines import MAX_PREFIXES, count_head
+from ...evidence.model import EVENT_KEEP, Event, Evidence
+from ...redact import redact
+from ..engines.common import MAX_PREFIXES, count_head
 from .lineprefix import visible
 
 ROW_WIDTH = 5           # kind, line index in the segment, start and end offsets of its text, status

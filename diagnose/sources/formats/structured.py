@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import re
 
-from ..evidence.model import Evidence, InputInfo
-from .reader import Input, InputError
-from .engines.trtllm.lines import CONFIG_KEYS, add_iteration
+from ...evidence.model import Evidence, InputInfo
+from ..readers.files import Input, InputError
+from ..engines.trtllm.lines import CONFIG_KEYS, add_iteration
 
 MAX_BYTES = 64 * 1024 * 1024
 # `key = value` with spaces, as TOML is written; logfmt (`time="…" level=info`) has none.
@@ -70,7 +70,7 @@ def load_structured(kind: str, inp: Input, ev: Evidence) -> InputInfo:
         info.recognised_lines = info.lines
         info.engine = "trtllm"
         return info
-    from ..targets import KEYS as TARGET_KEYS
+    from ...targets import KEYS as TARGET_KEYS
     if isinstance(obj, dict) and (set(obj) & {"default", "skus", "deployments"} or set(obj) & set(TARGET_KEYS)):
         ev.targets.update(obj)        # SLO targets given as an input file
         info.kind = "targets"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from .reader import Input
+from .files import Input
 
 
 PROGRESS_MIN_BYTES = int(os.environ.get("DIAGNOSE_PROGRESS_MIN_BYTES", 100 * 1024 * 1024))

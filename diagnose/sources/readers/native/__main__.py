@@ -1,4 +1,4 @@
-"""python -m diagnose.sources.native: says whether the C scanner is in use, and if not, why.
+"""python -m diagnose.sources.readers.native: says whether the C scanner is in use, and if not, why.
 With --build: builds it again in place (after scan.c was edited in a checkout)."""
 import sys
 

@@ -27,8 +27,8 @@ import json
 import math
 import re
 
-from ..evidence.model import Evidence, InputInfo
-from .reader import Input, InputError
+from ...evidence.model import Evidence, InputInfo
+from ..readers.files import Input, InputError
 
 MAX_BYTES = 64 * 1024 * 1024
 # What a point holds (all optional but the load): the JSON report's `sweep.points[]` and more.

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 import zlib
 
-from ..evidence.model import Evidence
-from ..redact import redact
-from .lineprefix import Line
+from ...evidence.model import Evidence
+from ...redact import redact
+from ..readers.lineprefix import Line
 
 NCCL = re.compile(r"^(?P<host>[\w.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL (?P<lvl>INFO|WARN) (?P<text>.*)")
 # The line shapes the readers count rather than parse on a big log (segments.py): declared once

@@ -15,9 +15,9 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ..evidence.model import EVENT_KEEP
-from .common_lines import ACCESS_BYTES, PROBE_PATHS, REQUEST_BYTES, head_key, prompt_head
-from .engines import ENGINES
+from ...evidence.model import EVENT_KEEP
+from ..engines.common import ACCESS_BYTES, PROBE_PATHS, REQUEST_BYTES, head_key, prompt_head
+from ..engines import ENGINES
 from .segments import ROW_HTTP, ROW_KEYWORD, ROW_PROBE, ROW_RECEIVED, Segment
 
 # Every line a parser understands contains at least one of these: the words of lines every engine

@@ -9,8 +9,8 @@ import shlex
 import warnings
 from functools import lru_cache
 
-from .. import redact as _redaction
-from ..redact import redact
+from ... import redact as _redaction
+from ...redact import redact
 
 
 def split_top(s: str, sep: str = ",") -> list[str]:

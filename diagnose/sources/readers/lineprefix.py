@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from .engines import ENGINES
+from ..engines import ENGINES
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 COLLECTOR = re.compile(

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from ..evidence.model import Evidence, InputInfo
-from .reader import Input, InputError
+from ...evidence.model import Evidence, InputInfo
+from ..readers.files import Input, InputError
 
 DMON_HEADER = re.compile(r"^#\s*(?:Date\s+)?(?:Time\s+)?gpu\b")
 DMON_UNITS = re.compile(r"^#\s*(?:YYYYMMDD\s+)?(?:HH:MM:SS\s+)?Idx\b")
@@ -346,7 +346,7 @@ def _dcgm(lines, src, ev, info) -> int:
 
 # -- diagnose gpu --live file ---------------------------------------------------------------------
 def _nvml(lines, src, ev, info) -> int:
-    from .nvml_live import read
+    from ..nvml_live import read
     try:
         data = read("\n".join(lines))
     except ValueError as e:

@@ -55,7 +55,7 @@ class Producer:
             yield _scan_range, (self.lib, fd, a, min(a + RANGE_BYTES, size), size, keep, self.text_fd, self.display)
 
     def _run(self) -> None:
-        from ...evidence.model import EVENT_KEEP
+        from ....evidence.model import EVENT_KEEP
         ahead: deque = deque()
         self.work_fd = None
         try:
@@ -118,7 +118,7 @@ class Producer:
 
 
 def _open(path: str, display: str) -> int:
-    from ..reader import InputError
+    from ..files import InputError
     try:
         if path == STDIN_PATH:      # bulk.file_behind's name for stdin
             # stdin itself, not the file opened again by name: that would check permissions the
@@ -131,7 +131,7 @@ def _open(path: str, display: str) -> int:
 
 
 def _scan_range(lib, fd, a, b, size, keep, text_fd, display):
-    from ..reader import InputError
+    from ..files import InputError
     try:
         return scan_range(lib, fd, a, b, size, keep, text_fd)
     except OSError as e:

@@ -2,7 +2,7 @@
 emptied, so line numbers hold, and counted, as the log readers count theirs."""
 from __future__ import annotations
 
-from ..evidence.model import InputInfo
+from ...evidence.model import InputInfo
 
 
 def blank_unreadable(data: bytes) -> tuple[bytes, int]:

@@ -13,7 +13,7 @@ so a mismatch is refused, never a corrupted scan.
 
 Nothing is compiled or written at run time. The library is used when it sits beside this file
 and, where scan.c is beside it too (a checkout), was built from that very scan.c (dg_source_key):
-an edited scan.c asks for `python -m diagnose.sources.native --build`, never runs old code.
+an edited scan.c asks for `python -m diagnose.sources.readers.native --build`, never runs old code.
 
 When the library cannot be had (installed where no C compiler was, `DIAGNOSE_NATIVE=0`), big
 inputs are read by the Python reader (scanner.segments): same results, about six times slower. An operator wants to know
@@ -78,7 +78,7 @@ class Heads:
 
 _lock = threading.Lock()
 _state: dict = {}
-why_not: str | None = None      # why load() returned None, for `python -m diagnose.sources.native`
+why_not: str | None = None      # why load() returned None, for `python -m diagnose.sources.readers.native`
 _noted = False                  # note_fallback() has spoken in this run
 
 
@@ -132,7 +132,7 @@ def note_fallback(big: bool) -> None:
 
 
 def _open():
-    from ..common_lines import PROBE_PATHS
+    from ...engines.common import PROBE_PATHS
     from ..scanner import GREP_KEYWORDS
     lib = ctypes.CDLL(str(LIBRARY))
     i64, p = ctypes.c_int64, ctypes.c_char_p
@@ -171,7 +171,7 @@ def _check(lib) -> None:
     built_from = lib.dg_source_key().decode()
     if SOURCE.exists() and built_from != source_key(SOURCE.read_bytes()):
         raise Unusable(f"{LIBRARY.name} was built from another scan.c: build it again with "
-                       f"`python -m diagnose.sources.native --build` (or reinstall diagnose)")
+                       f"`python -m diagnose.sources.readers.native --build` (or reinstall diagnose)")
     lib.dg_layout.argtypes = [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]
     lib.dg_layout.restype = ctypes.c_int64
     out = (ctypes.c_int64 * len(LAYOUT))()
