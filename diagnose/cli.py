@@ -190,11 +190,16 @@ def analyze(
     elif text is None or output:
         from rich.console import Console
         from .reports.terminal import render as term, render_comparison
+        from rich.markup import escape
+        from .reports.common import deployment_label, skipped_lines
         console = Console(highlight=False, emoji=False)
+        for line in skipped_lines(doc_skipped(analyses)):
+            console.print(f"[dim]{escape(line)}[/dim]")
+        if len(parts) > 1:
+            _overview(console, parts)
         for i, (d, t) in enumerate(parts):
             if len(parts) > 1:
-                console.rule(f"deployment {i + 1} of {len(parts)}: {d['deployment'].get('engine') or 'unknown engine'}"
-                             f" — {', '.join(x['path'] for x in d['inputs'])}")
+                console.rule(escape(f"deployment {i + 1} of {len(parts)}: {deployment_label(d)}"))
             term(d, console, t, verbose)
         if comparison is not None:
             render_comparison(comparison, console)
@@ -207,6 +212,25 @@ def analyze(
         code = 1
     if code:
         raise typer.Exit(code)
+
+
+def doc_skipped(analyses) -> list[dict]:
+    """The run's skipped inputs (each deployment's evidence carries the same list)."""
+    return next(([x.to_json() for x in a.evidence.skipped] for a in analyses if getattr(a.evidence, "skipped", None)), [])
+
+
+def _overview(console, parts) -> None:
+    """Several deployments: one line each first (what they are, where they come from, the verdict)."""
+    from rich.markup import escape
+    from .reports.common import deployment_label, differences
+    console.print(f"[bold]{len(parts)} deployments[/bold] (different servers, or different settings: each diagnosed on its own below)")
+    first = parts[0][0]["deployment"]
+    for i, (d, _) in enumerate(parts, 1):
+        f = d["findings"]
+        diff = differences(first, d["deployment"]) if i > 1 else ""
+        console.print(f"  {i}. {escape(deployment_label(d))} — [magenta]{escape(str((d['verdict'] or {}).get('bottleneck')))}[/magenta]"
+                      f", {len(f)} finding(s)" + (f", first: {escape(f[0]['id'])}" if f else "")
+                      + (f" [dim](vs 1: {escape(diff)})[/dim]" if diff else ""))
 
 
 def _live_options(files, prom, follow, watch, interval, since, format, output) -> tuple[float, object]:

@@ -52,6 +52,7 @@ class Analysis:
             "schema_version": SCHEMA_VERSION,
             "tool": {"name": "diagnose", "version": __version__},
             "inputs": [i.to_json() for i in self.evidence.inputs],
+            "launches": list(getattr(self.evidence, "parts", []) or []),
             "deployment": self.deployment(),
             "verdict": r.verdict,
             "findings": [f.to_json() for f in r.findings],
@@ -193,10 +194,11 @@ def analyze_fleet(replicas: dict[str, Evidence], rules: list[Rule], ignore=froze
 def combined_json(analyses: list[Analysis]) -> dict:
     """JSON for a run: schema v1 as is for one deployment; several under `analyses` (a fleet's
     first entry is the fleet view, `instance: "fleet"`, then the replicas ranked worst first)."""
+    skipped = next(([s.to_json() for s in a.evidence.skipped] for a in analyses if getattr(a.evidence, "skipped", None)), [])
     if len(analyses) == 1:
-        return analyses[0].to_json()
+        return {**analyses[0].to_json(), "skipped": skipped}
     doc = {"schema_version": SCHEMA_VERSION, "tool": {"name": "diagnose", "version": __version__},
-           "analyses": [a.to_json() for a in analyses]}
+           "skipped": skipped, "analyses": [a.to_json() for a in analyses]}
     fleets = [d for d in doc["analyses"] if d.get("instance") == "fleet"]
     if len(fleets) == 1 and analyses[0].instance == "fleet":   # the fleet view apart; `analyses`: replicas
         doc["fleet"] = doc["analyses"].pop(0)

@@ -5,6 +5,8 @@ applicable); `fmt` is how any number reaches a report. The rule runner (ruleset/
 import these from here, so no layer reaches up into the rule runner for them."""
 from __future__ import annotations
 
+import re
+
 SEVERITIES = ("critical", "high", "medium", "low", "info")      # most severe first: --fail-on compares indices
 
 
@@ -40,3 +42,20 @@ def fmt(v) -> str:
             return str(int(v))
         return f"{v:.3g}" if abs(v) < 100 else f"{v:,.0f}"
     return str(v)
+
+
+_HEX_ID = re.compile(r"^[0-9a-f]{32,64}$")
+
+
+def model_id(model) -> str:
+    """The model a served path names: `…/hub/models--Qwen--Qwen2.5-3B-Instruct/snapshots/<commit>`
+    (the Hugging Face cache) is `Qwen/Qwen2.5-3B-Instruct`; a trailing commit hash, `snapshots`
+    or `/` is no part of the name (its hex digits read as a size: `…ed015b…` is not 15 B)."""
+    s = str(model or "").strip().rstrip("/")
+    parts = [p for p in s.replace("\\", "/").split("/") if p]
+    for p in parts:
+        if p.startswith("models--") and p.count("--") >= 2:
+            return p[len("models--"):].replace("--", "/", 1)
+    while len(parts) > 1 and (_HEX_ID.match(parts[-1]) or parts[-1] in ("snapshots", "main")):
+        parts.pop()
+    return "/".join(parts[-2:]) if len(parts) >= 2 and not s.startswith(("/", ".", "~")) else (parts[-1] if parts else s)

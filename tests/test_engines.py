@@ -56,7 +56,7 @@ def test_mixed_directory_is_diagnosed_per_engine():
     for a in d["analyses"]:
         assert all(i["engine"] in (a["deployment"]["engine"], None) for i in a["inputs"])
     md = run_cli("--format", "markdown", FIXTURES / "mixed").stdout.decode()
-    assert md.count("# diagnose:") == 3
+    assert md.count("# diagnose:") == 4 and "# diagnose: 3 deployments" in md     # the overview, then each
 
 
 def test_seed000_sglang_long_context_no_queue_but_slow():

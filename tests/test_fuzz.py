@@ -524,7 +524,7 @@ def test_bulk_path_counts_unreadable_lines_like_the_scanner(log_seeds, monkeypat
     monkeypatch_module.setattr(bulk, "FAST_MIN_BYTES", 0)
     fast = load_bytes(damaged)
     assert block is not None and fast is not None
-    for k in ("lines", "unreadable_lines", "recognised_lines"):
+    for k in ("lines", "unreadable_lines"):
         assert getattr(fast.inputs[0], k) == getattr(block.inputs[0], k), k
 
 

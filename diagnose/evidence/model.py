@@ -81,6 +81,8 @@ class InputInfo:
     unrecognised_lines: int = 0
     unreadable_lines: int = 0
     errors: list[str] = field(default_factory=list)
+    coverage: Any = None            # sources/coverage.py: regions and the share of lines understood
+    launches: int = 0               # server launches the input holds
 
     def to_json(self) -> dict:
         return {
@@ -89,6 +91,8 @@ class InputInfo:
             "recognised_lines": self.recognised_lines,
             "unrecognised_lines": self.unrecognised_lines,
             "unreadable_lines": self.unreadable_lines, "errors": list(self.errors),
+            "launches": self.launches,
+            "coverage": self.coverage.to_json() if self.coverage is not None else None,
         }
 
 
@@ -117,6 +121,8 @@ class Evidence:
         self.bench_points: list[dict] = []       # load-test runs (sources/formats/bench_files.py), one per load level and file
         self.nccl_comms: dict[int, int] = {}    # NCCL communicator size (nRanks) → most nodes it spans (nNodes)
         self.lifecycle: dict = {}               # source → engines.common.Life: launched, stopping, died
+        self.parts: list[dict] = []             # the launches it was read from (sources/grouping.py)
+        self.skipped: list = []                 # inputs of the run left out, and why
         self._gpu_series = None
 
     # -- writing (sources) -------------------------------------------------
@@ -147,6 +153,51 @@ class Evidence:
 
     def add_stats(self, row: dict) -> None:
         self.stats_rows.append(row)
+
+    def absorb_facts(self, other: "Evidence") -> None:
+        """Facts and settings another piece of the same deployment alone has (first come first)."""
+        for k, f in other.facts.items():
+            self.facts.setdefault(k, f)
+        for k, v in other.settings.items():
+            self.settings.setdefault(k, v)
+
+    def absorb(self, other: "Evidence", facts: bool = True) -> None:
+        """Take in another piece of the same deployment (another launch or process of one server):
+        facts and settings it alone has, and all it counted and kept, bounded as when read."""
+        if facts:
+            self.absorb_facts(other)
+        for kind, bucket in other.events.items():
+            mine = self.events.setdefault(kind, [])
+            mine.extend(bucket[: max(0, EVENT_KEEP - len(mine))])
+        for kind, n in other.event_counts.items():
+            self.event_counts[kind] = self.event_counts.get(kind, 0) + n
+        self.stats_rows.extend(other.stats_rows)
+        for k, n in other.counters.items():
+            self.counters[k] = self.counters.get(k, 0) + n
+        for k, n in other.prompt_prefixes.items():
+            self.prompt_prefixes[k] = self.prompt_prefixes.get(k, 0) + n
+        for k, xs in other.values.items():
+            mine = self.values.setdefault(k, [])
+            mine.extend(xs[: max(0, VALUES_KEEP - len(mine))])
+        self.hosts |= other.hosts
+        self.ray_ips |= other.ray_ips
+        self.instances |= other.instances
+        self.gpu_rows.extend(other.gpu_rows)
+        for i, d in other.gpu_info.items():
+            self.gpu_info.setdefault(i, {}).update({k: v for k, v in d.items() if v is not None})
+        for k, v in other.topology.items():
+            if isinstance(v, dict):
+                self.topology.setdefault(k, {}).update(v)
+            else:
+                self.topology.setdefault(k, v)
+        self.year_guessed.update(other.year_guessed)
+        for k, v in other.targets.items():
+            self.targets.setdefault(k, v)
+        self.bench_points.extend(other.bench_points)
+        for k, v in other.nccl_comms.items():
+            self.nccl_comms[k] = max(self.nccl_comms.get(k, 0), v)
+        if other.last_seen is not None and (self.last_seen is None or other.last_seen > self.last_seen):
+            self.last_seen = other.last_seen
 
     # -- reading (signals) ---------------------------------------------------
     def fact(self, name: str, default: Any = None) -> Any:

@@ -2,7 +2,9 @@
 
 idle · client-bound · queue-saturated · kv-capacity-bound · prefill-bound · decode-bound ·
 compute-bound · host-bound · communication-bound · misconfigured · healthy (· unknown when the
-input holds no runtime evidence at all).
+input holds no runtime evidence at all) — or `crashed`: an engine that died is the verdict's
+first word, whatever its stats said before, with what it was before it died (`before_crash`).
+A verdict never goes without the signals that decided it, also when no rule fired.
 """
 from __future__ import annotations
 
@@ -10,6 +12,33 @@ from ..values import fmt
 
 
 def decide(values: dict, findings: list) -> dict:
+    r = _decide(values, findings)
+    if not r.get("signals"):
+        r["signals"] = [_basis_line(values)]
+    crash = next((f for f in findings if f.id == "engine-crash"), None)
+    if crash is None:
+        return r
+    # A dead engine is the verdict, never contradicted by what its stats said before it died.
+    before = r["bottleneck"]
+    said = "; ".join(x for x in r["signals"][:2] if "expected bound" not in x)
+    signals = [crash.title.rstrip(".")]
+    if before not in ("unknown",) or not said.startswith("the engine failed"):
+        signals.append(f"before it: {before}" + (f" ({said})" if said and before != "unknown" else ""))
+    return {"bottleneck": "crashed", "signals": signals, "basis": r["basis"], "before_crash": before,
+            "also": [a for a in r["also"] if not a.startswith("failed")] +
+                    (["failed: cuda-oom"] if any(f.id == "cuda-oom" for f in findings) else []),
+            "config_findings": r.get("config_findings", [])}
+
+
+def _basis_line(v: dict) -> str:
+    """What the steady window showed, when nothing else speaks for the verdict."""
+    parts = [f"{label} {fmt(v[k])}" for k, label in (("running_mean", "running mean"), ("waiting_mean", "waiting mean"),
+                                                       ("kv_usage_p95", "KV usage p95 %"), ("gen_tps_mean", "generation tokens/s"))
+             if v.get(k) is not None]
+    return ("no rule fired; " + ", ".join(parts)) if parts else "no runtime signal in the input (no engine stats or GPU samples)"
+
+
+def _decide(values: dict, findings: list) -> dict:
     v = values
     fired = {f.id: f for f in findings}
     config_bad = [f.id for f in findings if f.domain == "config" and f.severity in ("critical", "high")]
@@ -83,8 +112,13 @@ def decide(values: dict, findings: list) -> dict:
                else f"paused requests in {v['paused_samples']} samples (peak {v['paused_peak']})" if v.get("paused_samples") else None)
     if "kv-cache-pressure" in fired or "kv-capacity-low" in fired and (v.get("kv_usage_p95") or 0) >= 90:
         return out("kv-capacity-bound", [evicted, kv, wait])
-    if "concurrency-cap" in fired or "queue-buildup" in fired or (v.get("waiting_mean") or 0) >= 1:
+    if "concurrency-cap" in fired or "queue-buildup" in fired:
         return out("queue-saturated", [wait, run, kv])
+    if (v.get("waiting_mean") or 0) >= 1 and (v.get("running_mean") or 0) > 0:
+        # Requests waited while others ran, and no rule names why: said, so that the verdict does
+        # not stand above "No findings" unexplained.
+        return out("queue-saturated", [wait, "no rule names a cause: not held at the max_num_seqs cap for long, "
+                                       "KV cache not full (see the timeline)", run])
     if "prefill-bound" in fired:
         share = v.get("prefill_time_share")
         if v.get("prefill_time_mean_s") is not None:       # measured (stage histograms) beats estimated

@@ -30,19 +30,21 @@ def _json(run: ReportRun) -> str:
 
 
 def _markdown(run: ReportRun) -> str:
-    from .markdown import render, render_comparison
-    text = "\n---\n\n".join(render(d, t) for d, t in run.parts)
+    from .markdown import render, render_comparison, render_run_head
+    text = render_run_head([d for d, _ in run.parts], run.doc.get("skipped") or [])
+    text += "\n---\n\n".join(render(d, t) for d, t in run.parts)
     return text + (render_comparison(run.comparison) if run.comparison is not None else "")
 
 
 def _sarif(run: ReportRun) -> str:
     from .sarif import render
-    return render(run.analyses, run.rules)
+    return render(run.analyses, run.rules, run.doc.get("skipped") or [])
 
 
 def _junit(run: ReportRun) -> str:
     from .junit import render
-    return render(run.analyses, run.rules, {i["id"]: i["reason"] for i in run.suppressions if i["status"] == "active"})
+    return render(run.analyses, run.rules, {i["id"]: i["reason"] for i in run.suppressions if i["status"] == "active"},
+                  run.doc.get("skipped") or [])
 
 
 def _html(run: ReportRun) -> str:
@@ -50,7 +52,8 @@ def _html(run: ReportRun) -> str:
     from .html import render
     return render([(d, plot_series(a.evidence), plot_marks(a.evidence, a.signals, d["findings"]))
                    for (d, _), a in zip(run.parts, run.analyses)], run.comparison,
-                  before=plot_series(run.before.evidence) if run.before is not None else None)
+                  before=plot_series(run.before.evidence) if run.before is not None else None,
+                  skipped=run.doc.get("skipped") or [])
 
 
 RENDERERS = {"json": _json, "markdown": _markdown, "sarif": _sarif, "junit": _junit, "html": _html}

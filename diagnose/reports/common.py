@@ -1,7 +1,7 @@
 """Pieces every report format shares: sparklines, the deployment summary, evidence lines."""
 from __future__ import annotations
 
-from ..values import fmt
+from ..values import fmt, model_id
 
 BARS = "▁▂▃▄▅▆▇█"
 SUMMARY_FACTS = [
@@ -129,3 +129,157 @@ def sweep_table(sweep: dict) -> tuple[list[str], list[list[str]], list[str]]:
     if sweep.get("other_runs"):
         notes.append(f"{sweep['other_runs']} run(s) of another workload or model are not part of this sweep")
     return header, rows, notes
+
+
+# -- what was understood of each input (sources/coverage.py) -------------------------------------
+LOW_SHARE = 0.5         # below this share of its lines understood, an input is said to be poorly read
+REGION_NAMES = {"vllm": "vLLM log", "sglang": "SGLang log", "trtllm": "TensorRT-LLM log", "text log": "log lines",
+                "gpu-dmon": "nvidia-smi dmon", "gpu-query": "nvidia-smi --query-gpu CSV", "gpu-table": "nvidia-smi table",
+                "gpu-topo": "nvidia-smi topo -m", "gpu-nvlink": "nvidia-smi nvlink", "gpu-dcgm": "DCGM scrape",
+                "prometheus-scrape": "Prometheus scrape", "bench-result": "benchmark result", "json": "JSON lines",
+                "other": "lines of no known format", "mixed": "mixed lines"}
+
+
+def _n(x: int) -> str:
+    return f"{x:,}"
+
+
+def regions_text(cov: dict, limit: int = 6) -> str:
+    """`vLLM log 6–3,272; nvidia-smi --query-gpu CSV 1–5`: an input's regions in order, the biggest
+    `limit`; a short run of unknown lines inside a log is no region of its own here."""
+    allr = cov.get("regions") or []
+    total = sum(r["lines"] for r in allr) or 1
+    merged: list[dict] = []
+    for r in allr:
+        if r["kind"] == "other" and r["lines"] < max(20, 0.05 * total) and merged:
+            continue
+        if merged and merged[-1]["kind"] == r["kind"]:
+            merged[-1] = {**merged[-1], "last_line": r["last_line"], "lines": merged[-1]["lines"] + r["lines"]}
+        else:
+            merged.append(dict(r))
+    regs = sorted(merged, key=lambda r: -r["lines"])[:limit]
+    regs.sort(key=lambda r: r["first_line"])
+    out = [f"{REGION_NAMES.get(r['kind'], r['kind'])} {_n(r['first_line'])}–{_n(r['last_line'])}" for r in regs]
+    more = len(merged) - len(regs)
+    return "; ".join(out) + (f"; {more} more" if more > 0 else "")
+
+
+def coverage_summary(inp: dict) -> str:
+    """One line per input, for the foot of a report: its path, lines, the share read, the regions."""
+    return f"{inp['path']}: {coverage_detail(inp)}"
+
+
+def coverage_detail(inp: dict) -> str:
+    """`3,272 lines, 99 % read — vLLM log 6–3,272; …`: coverage_summary without the path."""
+    cov = inp.get("coverage")
+    text = f"{_n(inp['lines'])} lines"
+    if cov and cov.get("share") is not None:
+        text += f", {round(cov['share'] * 100)} % read" + (" (estimated from samples)" if cov.get("sampled_lines") else "")
+        regs = regions_text(cov)
+        if regs:
+            text += f" — {regs}"
+    if inp.get("unreadable_lines"):
+        text += f", {_n(inp['unreadable_lines'])} unreadable"
+    if (inp.get("launches") or 0) > 1:
+        text += f"; {inp['launches']} server launches"
+    return text
+
+
+def input_warnings(inputs: list[dict]) -> list[str]:
+    """What the reports say first about an input: most of it was not read, or lines that look like
+    an engine's were not read (a format this version does not know), with the first such lines."""
+    out = []
+    for inp in inputs:
+        cov = inp.get("coverage")
+        if not cov:
+            continue
+        share = cov.get("share")
+        seen = cov.get("understood_lines", 0) + cov.get("other_lines", 0)
+        if share is not None and share < LOW_SHARE and seen >= 5:
+            first = "; ".join(f"line {_n(e['line'])}: {e['text']}" for e in cov.get("other_examples", [])[:2])
+            regs = regions_text({"regions": [r for r in cov.get("regions") or [] if r["kind"] != "other"]})
+            out.append(f"{inp['path']}: only {round(share * 100)} % of its {_n(inp['lines'])} lines are in a format "
+                       f"diagnose reads" + (f" ({regs})" if regs else " (none)")
+                       + (f"; the first others — {first}" if first else ""))
+        if cov.get("unread_engine_lines"):
+            ex = cov.get("unread_examples") or []
+            engines = sorted({e["engine"] for e in ex}) or ["an engine"]
+            out.append(f"{inp['path']}: {_n(cov['unread_engine_lines'])} line(s) that look like {', '.join(engines)}'s "
+                       f"were not read (a format this version does not know)"
+                       + (" — " + "; ".join(f"line {_n(e['line'])}: {e['text']}" for e in ex[:2]) if ex else ""))
+    return out
+
+
+def nothing_read_hint(data: dict) -> str | None:
+    """Said beside "No findings" when most of an input was not read: what that means, what to try."""
+    low = [i for i in data.get("inputs") or [] if (i.get("coverage") or {}).get("share") is not None
+           and i["coverage"]["share"] < LOW_SHARE]
+    if not low:
+        return None
+    names = ", ".join(i["path"] for i in low)
+    return (f"No findings — but most of {names} was not read, so this says little. If it is an inference "
+            "server's log, check that the engine's own lines are in it (its stderr captured: `2>&1`), or give "
+            "the server's log file itself; lines of a format diagnose does not know are listed above.")
+
+
+def skipped_lines(skipped: list[dict]) -> list[str]:
+    return [f"skipped {s['path']}: {s['reason']}" for s in skipped or []]
+
+
+def _by_source(parts: list[dict]) -> dict:
+    out: dict = {}
+    for p in parts:
+        out.setdefault(p["source"], []).append(p)
+    return out
+
+
+def launches_text(data: dict) -> str | None:
+    """`4 launches — a.log lines 10–155, 157–331 (stopped), …`: where a deployment was read from,
+    when that is not simply its inputs whole."""
+    parts = data.get("launches") or []
+    if len(parts) <= 1 and not any(p.get("stream") for p in parts):
+        return None
+    out = []
+    for src, ps in _by_source(parts).items():
+        spans = ", ".join(f"{_n(p['first_line'])}–{_n(p['last_line'])}" + (f" [{p['stream']}]" if p.get("stream") else "")
+                          + (f" ({p['ending']})" if p.get("ending") else "") for p in ps)
+        out.append(f"{src} lines {spans}")
+    return f"{len(parts)} launches of this server — " + "; ".join(out) if len(parts) > 1 else "read from " + out[0]
+
+
+# Settings that tell deployments apart, as the overview names them.
+DIFFERENCES = (("model", "model"), ("tensor_parallel_size", "TP"), ("pipeline_parallel_size", "PP"),
+               ("data_parallel_size", "DP"), ("max_num_seqs", "max_num_seqs"), ("max_num_batched_tokens", "max_num_batched_tokens"),
+               ("max_model_len", "max_model_len"), ("gpu_memory_utilization", "gpu_memory_utilization"),
+               ("cuda_graphs", "CUDA graphs"), ("kv_cache_dtype", "kv_cache_dtype"), ("quantization", "quantization"))
+
+
+def differences(first: dict, other: dict) -> str:
+    """`gpu_memory_utilization 0.8 → 0.9`: the settings in which one deployment differs from another."""
+    out = []
+    for k, label in DIFFERENCES:
+        a, b = first.get(k), other.get(k)
+        if k == "model" and a is not None and b is not None:
+            a, b = model_id(a), model_id(b)
+        if a is not None and b is not None and a != b:
+            out.append(f"{label} {fmt(a)} → {fmt(b)}")
+    return ", ".join(out)
+
+
+def deployment_label(data: dict) -> str:
+    """`vllm · Qwen/Qwen3-8B · a.log lines 1–520 (2 launches)`: a deployment in one line, for
+    headings and overviews."""
+    dep = data.get("deployment") or {}
+    bits = [dep.get("engine") or "unknown engine"]
+    if dep.get("model"):
+        bits.append(model_id(dep["model"]))
+    parts = data.get("launches") or []
+    if parts:
+        srcs = []
+        for src, ps in _by_source(parts).items():
+            srcs.append(f"{src} lines {_n(min(p['first_line'] for p in ps))}–{_n(max(p['last_line'] for p in ps))}"
+                        + (f" ({len(ps)} launches)" if len(ps) > 1 else ""))
+        bits.append(", ".join(srcs[:3]) + (f" and {len(srcs) - 3} more" if len(srcs) > 3 else ""))
+    else:
+        bits.append(", ".join(i["path"] for i in data.get("inputs") or []))
+    return " · ".join(bits)

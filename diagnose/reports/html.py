@@ -16,7 +16,8 @@ import json
 import re
 from pathlib import Path
 
-from .common import evidence_line, fix_lines, summary_rows, sweep_table, window_rows
+from .common import (coverage_summary, deployment_label, differences, evidence_line, fix_lines, input_warnings,
+                     launches_text, nothing_read_hint, skipped_lines, summary_rows, sweep_table, window_rows)
 
 VENDOR = Path(__file__).resolve().parent.parent / "data" / "vendor"
 SEV_COLOUR = {"critical": "#b00020", "high": "#d93f0b", "medium": "#b08800", "low": "#1f6feb", "info": "#57606a"}
@@ -26,6 +27,7 @@ body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;
 main{max-width:1200px;margin:0 auto;padding:16px 24px 48px}
 h1{font-size:20px;margin:8px 0} h2{font-size:16px;margin:24px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
 .verdict{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:10px 14px}
+.warn{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:6px 12px;margin:6px 0}
 .verdict b{color:#8250df} table{border-collapse:collapse;background:#fff} td,th{border:1px solid #d0d7de;padding:3px 8px;text-align:left}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 .finding{background:#fff;border:1px solid #d0d7de;border-left:6px solid var(--c);border-radius:6px;padding:10px 14px;margin:10px 0}
@@ -106,15 +108,20 @@ def _analysis(d: dict, panels: list, idx: int) -> list[str]:
         "fleet" if d.get("instance") == "fleet" else dep.get("model") or "unknown model")
     out.append(f"<h1>{_e(who)} <span class=dim>({_e(dep.get('engine') or 'unknown engine')})</span> — "
                f"{len(d['findings'])} finding(s)</h1>")
+    out += [f'<div class="warn">⚠ {_e(w)}</div>' for w in input_warnings(d["inputs"])]
     out.append('<div class="verdict">Bottleneck: <b>' + _e(v.get("bottleneck")) + "</b>"
                + (f" <span class=dim>(also: {_e(', '.join(v.get('also') or []))})</span>" if v.get("also") else "") + "<ul>")
     out += [f"<li>{_t(s)}</li>" for s in v.get("signals", [])]
     if v.get("window"):
         out.append(f"<li class=dim>{_e(v['window'])}</li>")
+    where = launches_text(d)
+    if where:
+        out.append(f"<li class=dim>{_e(where)}</li>")
     for i in d["inputs"]:
         out += [f"<li class=dim>note: {_e(n)}</li>" for n in i.get("errors") or []]
     out.append("</ul></div>")
-    out.append("<h2>Findings</h2>" if d["findings"] else "<h2>Findings</h2><p>No findings.</p>")
+    hint = None if d["findings"] else nothing_read_hint(d)
+    out.append("<h2>Findings</h2>" if d["findings"] else f"<h2>Findings</h2><p>{_t(hint) if hint else 'No findings.'}</p>")
     for n, f in enumerate(d["findings"], 1):
         c = SEV_COLOUR.get(f["severity"], "#57606a")
         out.append(f'<section class="finding" style="--c:{c}" id="f-{idx}-{n}">')
@@ -157,26 +164,31 @@ def _analysis(d: dict, panels: list, idx: int) -> list[str]:
         for r in srows:
             out.append("<tr>" + "".join(f'<td class="{"n" if 0 < i < len(r) - 1 else ""}">{_e(c)}</td>' for i, c in enumerate(r)) + "</tr>")
         out.append("</table><ul>" + "".join(f"<li class=dim>{_e(n)}</li>" for n in notes) + "</ul>")
-    notes = "; ".join(f"{i['path']}: {i['lines']} lines, {i['recognised_lines']} recognised" for i in d["inputs"])
+    notes = "; ".join(coverage_summary(i) for i in d["inputs"])
     out.append(f"<p class=dim><small>{_e(notes)} · {len(d['not_applicable'])} rule(s) not applicable · "
                f"diagnose {_e(d['tool']['version'])}</small></p>")
     return out
 
 
-def render(parts: list[tuple], comparison: dict | None = None, before: list | None = None) -> str:
+def render(parts: list[tuple], comparison: dict | None = None, before: list | None = None,
+           skipped: list | None = None) -> str:
     """parts: (the analysis as JSON, its plot panels from signals.series.plot_series, and what
     signals.series.plot_marks marks on them). `before`: the baseline's panels, overlaid on the first
-    analysis' plots from the same start (elapsed time), dashed."""
+    analysis' plots from the same start (elapsed time), dashed. `skipped`: inputs left out."""
     body, data = [], []
     if len(parts) > 1:          # a fleet or a mixed directory: one row per replica / deployment first
         body.append("<h1>Overview</h1><table><tr><th>replica / deployment</th><th>bottleneck</th><th>findings</th>"
-                    "<th>first finding</th></tr>")
+                    "<th>first finding</th><th>differs from the first in</th></tr>")
+        first = (parts[0][0].get("deployment") or {})
         for idx, (d, *_) in enumerate(parts):
-            who = d.get("instance") or (d.get("deployment") or {}).get("model") or f"deployment {idx + 1}"
+            who = d.get("instance") or deployment_label(d)
             top = d["findings"][0] if d["findings"] else None
+            diff = differences(first, d.get("deployment") or {}) if idx and not d.get("instance") else ""
             body.append(f'<tr><td><a href="#a-{idx}">{_e(who)}</a></td><td>{_e((d.get("verdict") or {}).get("bottleneck"))}</td>'
-                        f'<td class=n>{len(d["findings"])}</td><td>{_e(top["id"] if top else "")}</td></tr>')
+                        f'<td class=n>{len(d["findings"])}</td><td>{_e(top["id"] if top else "")}</td><td>{_e(diff)}</td></tr>')
         body.append("</table>")
+    if skipped:
+        body.append("<ul>" + "".join(f"<li class=dim>{_e(x)}</li>" for x in skipped_lines(skipped)) + "</ul>")
     for idx, (d, panels, marks) in enumerate(parts):
         body.append(f'<a id="a-{idx}"></a>')
         if idx:

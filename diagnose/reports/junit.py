@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from .common import evidence_line, fix_lines
+from .common import deployment_label, evidence_line, fix_lines, input_warnings, skipped_lines
 
 
-def render(analyses: list, rules: list, suppressed: dict | None = None) -> str:
+def render(analyses: list, rules: list, suppressed: dict | None = None, skipped: list | None = None) -> str:
     suppressed = suppressed or {}
     suites = ET.Element("testsuites", name="diagnose")
     totals = {"tests": 0, "failures": 0, "skipped": 0, "errors": 0}
-    for a in analyses:
+    for n, a in enumerate(analyses):
         data = a.to_json()
-        name = f"diagnose: {data['deployment'].get('model') or 'deployment'} ({data['deployment'].get('engine') or 'unknown engine'})"
+        name = f"diagnose: {deployment_label(data)}"
         suite = ET.SubElement(suites, "testsuite", name=name)
         input_notes = [f"{i['path']}: {e}" for i in data["inputs"] for e in i.get("errors") or []]
+        input_notes += input_warnings(data["inputs"])
+        if n == 0:                  # the run's inputs left out, said once
+            input_notes += skipped_lines(skipped or [])
         if input_notes:             # e.g. `partial data (--partial): …`; <properties> come first in a suite
             props = ET.SubElement(suite, "properties")
             for note in input_notes:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from .common import evidence_line, fix_lines, sparkline, summary_rows, window_rows, TIMELINE
+from .common import (TIMELINE, coverage_detail, deployment_label, differences, evidence_line, fix_lines,
+                     input_warnings, launches_text, nothing_read_hint, skipped_lines, sparkline, summary_rows,
+                     window_rows)
 
 
 def _cell(s) -> str:
@@ -43,11 +45,17 @@ def render(data: dict, timeline: dict | None = None) -> str:
     else:
         title = f"# diagnose: {len(findings)} finding(s) for {_cell(model)} ({_cell(dep.get('engine') or 'unknown engine')})"
     out = [title, ""]
+    warnings = input_warnings(data["inputs"])
+    if warnings:                    # first: what of the input was not read
+        out += [f"> ⚠ {_cell(w)}" for w in warnings] + [""]
     also = f" (also: {', '.join(v.get('also') or [])})" if v.get("also") else ""
     out.append(f"**Bottleneck verdict: `{v.get('bottleneck')}`**{also}")
     out += [f"- {_cell(s)}" for s in v.get("signals", [])]
     if v.get("window"):
         out.append(f"- {_cell(v['window'])}")
+    where = launches_text(data)
+    if where:
+        out.append(f"- {_cell(where)}")
     if v.get("ranking"):
         out.append(f"- replicas, worst first: {', '.join(_code(r) for r in v['ranking'])}")
     out.append("")
@@ -86,7 +94,8 @@ def render(data: dict, timeline: dict | None = None) -> str:
             out += _fence([evidence_line(e) for e in f["evidence"]] or ["(derived from the signals above)"])
             out += ["", "</details>", ""]
     else:
-        out += ["No findings.", ""]
+        hint = nothing_read_hint(data)
+        out += [_cell(hint) if hint else "No findings.", ""]
     fix = data.get("fix")
     if fix and fix.get("command"):
         out += ["## Corrected launch command", ""] + _fence(fix["command"].split("\n"), "bash") + [""]
@@ -94,12 +103,27 @@ def render(data: dict, timeline: dict | None = None) -> str:
         out += ["## Timeline", "", "```"]
         out += [f"{label:>13} {sparkline(timeline.get(key, []))}" for key, label in TIMELINE if timeline.get(key)]
         out += ["```", ""]
-    notes = []
-    for i in data["inputs"]:
-        notes.append(f"{_code(i['path'])}: {i['lines']} lines, {i['recognised_lines']} recognised, "
-                     f"{i['unrecognised_lines']} not recognised" + (f", {i['unreadable_lines']} unreadable" if i["unreadable_lines"] else ""))
+    notes = [f"{_code(i['path'])}: {_cell(coverage_detail(i))}" for i in data["inputs"]]
     out += ["<sub>" + "; ".join(notes) + f" · {len(data['not_applicable'])} rule(s) not applicable · diagnose {data['tool']['version']}</sub>", ""]
     return "\n".join(out)
+
+
+def render_run_head(parts: list[dict], skipped: list[dict]) -> str:
+    """Before the deployments: the inputs left out, and with several deployments one row each."""
+    out = []
+    if len(parts) > 1:
+        first = parts[0]["deployment"]
+        out += [f"# diagnose: {len(parts)} deployments", "",
+                "Different servers, or one server with different settings: each is diagnosed on its own below.", "",
+                "| # | deployment | verdict | findings | differs from 1 in |", "|---|---|---|---|---|"]
+        for i, d in enumerate(parts, 1):
+            f = d["findings"]
+            out.append(f"| {i} | {_cell(deployment_label(d))} | `{(d['verdict'] or {}).get('bottleneck')}` | "
+                       f"{len(f)}{' (' + _code(f[0]['id']) + ')' if f else ''} | {_cell(differences(first, d['deployment']) if i > 1 else '')} |")
+        out.append("")
+    if skipped:
+        out += ["**Inputs left out:**", ""] + [f"- {_cell(x)}" for x in skipped_lines(skipped)] + [""]
+    return "\n".join(out) + ("\n---\n\n" if out else "")
 
 
 def render_comparison(c: dict) -> str:

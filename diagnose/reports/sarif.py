@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 from .. import __version__
+from .common import input_warnings, skipped_lines
 
 LEVEL = {"critical": "error", "high": "error", "medium": "warning", "low": "note", "info": "note"}
 
 
-def render(analyses: list, rules: list) -> str:
+def render(analyses: list, rules: list, skipped: list | None = None) -> str:
     driver_rules, index = [], {}
     for r in sorted(rules, key=lambda r: r.id):
         index[r.id] = len(driver_rules)
@@ -49,6 +50,9 @@ def render(analyses: list, rules: list) -> str:
         notes = [{"level": "error", "message": {"text": f"rule {e['id']} failed: {e['error']}"}} for e in data["errors"]]
         notes += [{"level": "warning", "message": {"text": f"{i['path']}: {e}"}}      # e.g. partial data (--partial)
                   for i in data["inputs"] for e in i.get("errors") or []]
+        notes += [{"level": "warning", "message": {"text": w}} for w in input_warnings(data["inputs"])]
+        if not runs:                # the run's inputs left out, said once
+            notes += [{"level": "note", "message": {"text": x}} for x in skipped_lines(skipped or [])]
         runs.append({
             "tool": {"driver": {"name": "diagnose", "version": __version__, "semanticVersion": __version__,
                                 "informationUri": "https://github.com/diagnose/diagnose", "rules": driver_rules}},

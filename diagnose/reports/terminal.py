@@ -7,7 +7,8 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from .common import evidence_line, fix_lines, sparkline, summary_rows, window_rows, TIMELINE
+from .common import (TIMELINE, coverage_summary, evidence_line, fix_lines, input_warnings, launches_text,
+                     nothing_read_hint, sparkline, summary_rows, window_rows)
 
 COLOURS = {"critical": "bold white on red", "high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
 
@@ -15,12 +16,17 @@ COLOURS = {"critical": "bold white on red", "high": "bold red", "medium": "yello
 def render(data: dict, console: Console, timeline: dict | None = None, verbose: bool = False) -> None:
     v = data["verdict"] or {}
     dep = data["deployment"]
+    for w in input_warnings(data["inputs"]):       # first: what of the input was not read
+        console.print(f"[bold yellow]⚠ {escape(w)}[/bold yellow]")
     also = f"  [dim](also: {', '.join(v.get('also') or [])})[/dim]" if v.get("also") else ""
     console.print(f"[bold]Bottleneck:[/bold] [bold magenta]{v.get('bottleneck')}[/bold magenta]{also}")
     for s in v.get("signals", []):
         console.print(f"  · {escape(s)}")
     if v.get("window"):
         console.print(f"  [dim]· {escape(v['window'])}[/dim]")
+    where = launches_text(data)
+    if where:
+        console.print(f"  [dim]· {escape(where)}[/dim]")
     for inp in data["inputs"]:      # what the verdict rests on: `partial data (--partial): …`, a widened step
         for note in inp.get("errors") or []:
             console.print(f"  [yellow]note:[/yellow] {escape(note)}")
@@ -49,7 +55,8 @@ def render(data: dict, console: Console, timeline: dict | None = None, verbose: 
             console.print(f"  [dim]· {escape(n)}[/dim]")
     findings = data["findings"]
     if not findings:
-        console.print("[green]No findings.[/green]")
+        hint = nothing_read_hint(data)
+        console.print(f"[yellow]{escape(hint)}[/yellow]" if hint else "[green]No findings.[/green]")
     for i, f in enumerate(findings, 1):
         head = f"[{COLOURS[f['severity']]}]{f['severity'].upper()}[/] [bold]{f['id']}[/bold] [dim]({f['confidence']} confidence)[/dim]"
         body = [escape(f["title"])]
@@ -74,11 +81,7 @@ def render(data: dict, console: Console, timeline: dict | None = None, verbose: 
             if timeline.get(key):
                 console.print(f"  {label:>13} {sparkline(timeline[key])}  [dim]max {max(timeline[key]):g}[/dim]")
     for inp in data["inputs"]:
-        msg = (f"[dim]{escape(inp['path'])}: {inp['lines']} lines, {inp['recognised_lines']} recognised, "
-               f"{inp['unrecognised_lines']} not recognised")
-        if inp["unreadable_lines"]:
-            msg += f", [yellow]{inp['unreadable_lines']} unreadable[/yellow]"
-        console.print(msg + "[/dim]")
+        console.print(f"[dim]{escape(coverage_summary(inp))}[/dim]")
     if data["errors"]:
         for e in data["errors"]:
             console.print(f"[red]rule error[/red] {e['id']}: {escape(e['error'])}")

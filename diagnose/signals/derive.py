@@ -12,6 +12,7 @@ import statistics
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from ..values import model_id
 from ..evidence.model import Evidence, FACT_NAMES, EXTRA_FACTS
 
 # Bytes per parameter by quantization / dtype, for weight-size estimates from a parameter count.
@@ -291,7 +292,7 @@ def _num(x) -> float | None:
 def _model_size(ev: Evidence, v: dict) -> None:
     model = v.get("model") or ""
     params = None
-    name = model.rsplit("/", 1)[-1]
+    name = model_id(model).rsplit("/", 1)[-1]
     # `Qwen3-30B-A3B`: total 30 B, active 3 B; `Mixtral-8x7B`: 8 × 7 B (shared layers ignored).
     for m in PARAMS_RX.finditer(name):
         b = float(m.group("b"))

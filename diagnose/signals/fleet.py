@@ -22,7 +22,8 @@ def fleet_signals(analyses: list, end=None) -> dict:
             cold = min(vals, key=lambda p: p[1])
             v[f"fleet_{key}_hottest"] = f"{hot[0]} ({hot[1]:.3g})"
             v[f"fleet_{key}_coolest"] = f"{cold[0]} ({cold[1]:.3g})"
-            v[f"fleet_{key}_ratio"] = round(hot[1] / cold[1], 2) if cold[1] else (float("inf") if hot[1] else 1.0)
+            # against an idle replica the ratio has no bound: 999 stands for it (JSON has no infinity)
+            v[f"fleet_{key}_ratio"] = min(999.0, round(hot[1] / cold[1], 2)) if cold[1] else (999.0 if hot[1] else 1.0)
             v[f"fleet_{key}_spread"] = round(hot[1] - cold[1], 3)
     # A replica whose series stop while the others go on (or, with the window's end known, a lone
     # server that fell silent). A replica replaced by a new one that came up within REPLACED_S of

@@ -1,56 +1,257 @@
-"""Several inputs, several deployments: inputs written by different engines are analysed apart."""
+"""Deployments: which launches, of which inputs, are one server.
+
+Every input is read into pieces (launches.py: one per launch and stream), and the pieces are
+grouped by what identifies a server — its engine, model and launch settings — and by time:
+- another engine, model or setting: another server, another deployment; facts never mix;
+- the same identity in one input, or one launch after another across inputs: one server
+  restarted — one deployment, its launches listed (a crash-and-restart loop is one finding);
+- the same identity at the same time: the processes of one server (ranks, nodes, a worker's log
+  beside the API server's) when at most one of them printed engine stats, else replicas, each
+  its own deployment;
+- what is no server's log (a config or iteration-stats file, a scrape, GPU samples, topology, SLO
+  targets, a load sweep) joins the server of its own input, else the only one (of its engine),
+  else the one of its model or whose time it shares; else it stands with its engine's, or alone.
+With several inputs, one that cannot be read (empty, binary, damaged) or that is not an input (a
+document, a file of no known format) is skipped with a note; the others are diagnosed.
+"""
 from __future__ import annotations
 
+from ..evidence.finish import finish
+from ..values import model_id
 from ..evidence.model import Evidence
-from .engines import ENGINES
-from .formats.gpu import sniff_gpu
-from .loading import load_one, load
-from .prometheus import ENGINE_OF, sniff_prometheus
+from .launches import Piece
+from .loading import Read, read_input
 from .readers.files import Input, InputError
-from .sniff import SNIFF_BYTES
-from .formats.structured import sniff
-from .readers.unreadable import blank_unreadable
 
-def load_groups(inputs: list[Input], year: int | None = None, **kw) -> list[Evidence]:
-    """One Evidence per deployment: inputs are grouped by the engine that wrote them.
+# Launch settings that tell two servers apart (normalized fact names).
+IDENTITY = ("model", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_num_seqs",
+            "max_num_batched_tokens", "max_model_len", "gpu_memory_utilization", "cuda_graphs", "kv_cache_dtype",
+            "quantization", "speculative", "port")
 
-    Inputs of no engine (NCCL-only excerpts, configs without engine keys) join the only engine
-    group when there is one."""
-    if len(inputs) <= 1:
-        return [load(inputs, year, **kw)]
-    by_engine: dict[str | None, list[Input]] = {}
+
+class Skipped:
+    """An input left out of a run of several, and why (one line for the reports)."""
+    __slots__ = ("path", "reason")
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path, self.reason = path, reason
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "reason": self.reason}
+
+
+def load_groups(inputs: list[Input], year: int | None = None, gpu_start=None, gpu_interval: float = 1.0) -> list[Evidence]:
+    """One Evidence per deployment, in the order they first appear. Each carries `parts` (its
+    launches: where they are and how they ended) and `skipped` (the run's skipped inputs)."""
+    reads: list[Read] = []
+    skipped: list[Skipped] = []
     for inp in inputs:
-        by_engine.setdefault(sniff_engine(inp, year), []).append(inp)
-    engines = [e for e in by_engine if e is not None]
-    if len(engines) <= 1:
-        return [load(inputs, year, **kw)]
-    groups = [by_engine[e] for e in engines]
-    if None in by_engine:
-        groups.append(by_engine[None])
-    return [load(g, year, **kw) for g in groups]
+        try:
+            r = read_input(inp, year)
+        except InputError as e:
+            if len(inputs) == 1:
+                raise
+            skipped.append(Skipped(inp.display, _reason(str(e), inp.display)))
+            continue
+        why = not_an_input(r) if len(inputs) > 1 else None
+        if why:
+            skipped.append(Skipped(inp.display, why))
+            continue
+        reads.append(r)
+    if not reads:
+        raise InputError("nothing to diagnose: " + "; ".join(f"{s.path}: {s.reason}" for s in skipped))
+    out = []
+    order = {id(r): i for i, r in enumerate(reads)}
+    for pieces, dep_reads in assemble(reads):
+        # in the order the inputs were given (a directory's: sorted), as one reader would have read them
+        at = {id(q): order[id(r)] for r in dep_reads for q in r.pieces}
+        pieces = sorted(pieces, key=lambda q: (at[id(q)], q.index))
+        dep_reads = sorted(dep_reads, key=lambda r: order[id(r)])
+        ev = merge(pieces)
+        ev.inputs = [r.info for r in dep_reads]
+        finish(ev, gpu_start, gpu_interval)
+        ev.skipped = skipped
+        out.append(ev)
+    return out
 
 
-def sniff_engine(inp: Input, year) -> str | None:
-    if inp.path == "-":
+def _reason(message: str, display: str) -> str:
+    return message[len(display) + 2:] if message.startswith(display + ": ") else message
+
+
+def not_an_input(r: Read) -> str | None:
+    """Why a text input of a run of several is no input: a document, or nothing in a known format."""
+    info = r.info
+    cov = info.coverage
+    if cov is None or info.kind not in ("log", "text log", "other"):
         return None
-    try:
-        probe = Evidence()
-        head = next(iter(inp.blocks()), b"")[:SNIFF_BYTES]
-        clean = blank_unreadable(head)[0]
-        if sniff_gpu(clean):
-            return None
-        pk = sniff_prometheus(clean)
-        if pk:
-            for prefix, eng in ENGINE_OF:
-                if prefix.encode() in head:
-                    return eng
-            return None
-        kind = sniff(clean)
-        if kind:
-            return next((e.name for e in ENGINES.values() if any(m in head for m in e.file_markers)), None)
-        cut = Input.__new__(Input)
-        cut.path, cut.display = inp.path, inp.display
-        cut.blocks = lambda: iter([head[: head.rfind(b"\n") + 1] or head])
-        return load_one(cut, probe, year, sniffing=True).engine
-    except InputError:
+    evs = [p.ev for p in r.pieces]
+    if any(ev.stats_rows or ev.gpu_rows or ev.bench_points or ev.targets or ev.topology for ev in evs):
         return None
+    if cov.regions and any(reg[0] not in ("other", "text log", "log", "mixed") for reg in cov.regions):
+        return None
+    engine = cov.engine_lines()
+    if cov.markdown >= 3 and cov.markdown >= engine:
+        return f"a document (Markdown: {cov.markdown} heading, list, table or fence lines), not a log"
+    if engine == 0 and cov.understood == 0:
+        return f"no line in a format diagnose reads ({info.lines} lines)"
+    return None
+
+
+def identity(ev: Evidence) -> dict:
+    d = {}
+    for k in IDENTITY:
+        v = ev.fact(k)
+        if v is None and k == "port":
+            v = (ev.settings.get("launch_args") or {}).get("port") if isinstance(ev.settings.get("launch_args"), dict) else None
+        if v is None:
+            continue
+        if k == "model":
+            v = model_id(v).rsplit("/", 1)[-1].lower()
+        elif isinstance(v, float) and v.is_integer():
+            v = int(v)
+        d[k] = v
+    return d
+
+
+def compatible(a: dict, b: dict) -> bool:
+    return all(a[k] == b[k] for k in a.keys() & b.keys())
+
+
+class _Dep:
+    def __init__(self, piece: Piece, r: Read) -> None:
+        self.pieces = [piece]
+        self.reads = [r]
+        self.engine = piece.ev.fact("engine")
+        self.identity = identity(piece.ev)
+        self.t0, self.t1 = piece.t_first, piece.t_last
+        self.stats = bool(piece.ev.stats_rows) and bool(piece.engine_lines)
+
+    def add(self, piece: Piece, r: Read) -> None:
+        self.pieces.append(piece)
+        if r not in self.reads:
+            self.reads.append(r)
+        self.engine = self.engine or piece.ev.fact("engine")
+        for k, v in identity(piece.ev).items():
+            self.identity.setdefault(k, v)
+        if piece.t_first is not None:
+            self.t0 = piece.t_first if self.t0 is None else min(self.t0, piece.t_first)
+            self.t1 = piece.t_last if self.t1 is None else max(self.t1, piece.t_last)
+        self.stats = self.stats or (bool(piece.ev.stats_rows) and bool(piece.engine_lines))
+
+    def overlaps(self, piece: Piece) -> bool:
+        if None in (self.t0, self.t1, piece.t_first, piece.t_last):
+            return False
+        return piece.t_first <= self.t1 and self.t0 <= piece.t_last
+
+
+def assemble(reads: list[Read]) -> list[tuple[list[Piece], list[Read]]]:
+    """The pieces of each deployment and the inputs they come from, in the order deployments
+    first appear. Servers are the pieces an engine's log lines made; everything else (a config
+    or iteration-stats file, a scrape, GPU samples, a load sweep, targets) is attached to one."""
+    deps: list[_Dep] = []
+    attached: list[tuple[Read, Piece]] = []
+    for r in reads:
+        prev: _Dep | None = None
+        for p in r.pieces:
+            if not p.engine_lines:
+                attached.append((r, p))
+                continue
+            engine = p.ev.fact("engine")
+            ident = identity(p.ev)
+            dep = None
+            if prev is not None and not p.launched and (not prev.engine or prev.engine == engine) \
+                    and compatible(ident, prev.identity):
+                dep = prev          # an input's lines after a launch that no new launch claims
+            if dep is None:
+                dep = _find(deps, p, r, engine, ident)
+            if dep is None:
+                dep = _Dep(p, r)
+                deps.append(dep)
+            else:
+                dep.add(p, r)
+            prev = dep
+    servers = len(deps)
+    # what names an engine first (it may stand for a server: a scrape, an options file), then the rest
+    attached.sort(key=lambda rp: rp[1].ev.fact("engine") is None)
+    targets = []
+    for r, p in attached:
+        if _only_targets(p.ev):
+            targets.append((r, p))
+            continue
+        engine = p.ev.fact("engine")
+        dep = _home(deps[:servers] if servers else deps, r, p) if (servers or engine is None) else None
+        if dep is None and engine is not None:     # no server for it: with what else names its engine
+            dep = next((d for d in deps[servers:] if d.engine == engine), None)
+        if dep is None:
+            dep = _Dep(p, r)
+            deps.append(dep)
+        else:
+            dep.add(p, r)
+    out = [(d.pieces, d.reads) for d in deps]
+    for r, p in targets:        # SLO targets are the user's for every deployment
+        if not out:
+            out.append(([p], [r]))
+        for pieces, rs in out:
+            if p not in pieces:
+                pieces.append(p)
+                rs.append(r)
+    return out
+
+
+def _only_targets(ev: Evidence) -> bool:
+    return bool(ev.targets) and not (ev.stats_rows or ev.gpu_rows or ev.bench_points or ev.facts)
+
+
+def _find(deps: list[_Dep], p: Piece, r: Read, engine, ident) -> _Dep | None:
+    """The deployment a launch belongs to: the same server restarted, or another process of it."""
+    for d in deps:
+        if (d.engine and engine and d.engine != engine) or not compatible(ident, d.identity):
+            continue
+        if r in d.reads:
+            return d            # the same server again in one input: a restart
+        if not d.overlaps(p):
+            return d            # one after the other: a restart, from another input
+        if not (d.stats and p.ev.stats_rows):
+            return d            # at the same time, one of them printing no stats: ranks of one server
+    return None
+
+
+def _home(deps: list[_Dep], r: Read, p: Piece) -> _Dep | None:
+    """The server a piece that is not one belongs to: of its own input; else the only one, or the
+    only one of its engine; else the one of its engine and model, or whose time it shares."""
+    own = [d for d in deps if r in d.reads]
+    if own:
+        # the launch nearest before it in its own input (a capture after the server's lines)
+        before = [d for d in own if any(q.src == p.src and q.index < p.index for q in d.pieces)]
+        return (before or own)[-1]
+    engine = p.ev.fact("engine")
+    mine = [d for d in deps if not engine or not d.engine or d.engine == engine]
+    if len(mine) == 1:
+        return mine[0]
+    ident = identity(p.ev)
+    if ident.get("model"):
+        same = [d for d in mine if d.identity.get("model") == ident["model"]]
+        if len(same) == 1:
+            return same[0]
+    times = [row["time"] for row in p.ev.gpu_rows if row.get("time") is not None] + \
+            [row["time"] for row in p.ev.stats_rows if row.get("time") is not None]
+    if times:
+        lo, hi = min(times), max(times)
+        for d in mine:
+            if d.t0 is not None and d.t1 is not None and lo <= d.t1 and d.t0 <= hi:
+                return d
+    return None
+
+
+def merge(pieces: list[Piece]) -> Evidence:
+    """One Evidence of a deployment's pieces, facts first come first (a restart's are the same)."""
+    ev = pieces[0].ev if len(pieces) == 1 else Evidence()
+    if len(pieces) > 1:
+        # facts: what the server's own log says first, then what configs and scrapes add
+        for p in sorted(pieces, key=lambda q: not q.engine_lines):
+            ev.absorb_facts(p.ev)
+        for p in pieces:
+            ev.absorb(p.ev, facts=False)
+    ev.parts = [p.describe() for p in pieces if p.first is not None]
+    return ev

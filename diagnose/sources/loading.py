@@ -1,42 +1,64 @@
-"""Reading inputs into Evidence. A log goes through a reader (scanner.py in Python, or the C one,
-native/, for big logs) in segments (segments.py), then line by line through the prefix peeler
-(lineprefix.py), the shared-line parser (common_lines.py) and the engine parsers
-(engines/<name>/lines.py); scrapes, GPU samples, structured records and benchmark results go to
-their own loaders, chosen by sniff.py."""
+"""Reading one input: what it is, and every region of it, into the Evidence of each launch.
+
+Whole-file formats (a JSON or YAML document, a `query_range` answer, a benchmark result file, a
+`diagnose gpu --live` file) are recognised from the head and read whole (formats/). Every other
+input is text, read line by line, whatever its first lines are: a line goes to the region of a
+line format that is open (a `dmon` capture, a scrape, a benchmark's result block), else to the
+format whose region it opens, else through the prefix peeler (readers/lineprefix.py) to the lines
+every engine writes (engines/common.py) and each engine's parser (engines/<name>/lines.py). A
+launch line may begin a new piece (launches.py); what each line was is counted (coverage.py).
+
+The lines come from a reader (readers/): a small input whole, every line; a big one in segments,
+by the C reader or the Python one, which hand on only the lines holding a keyword (each engine's,
+each format's) and count the rest.
+"""
 from __future__ import annotations
 
 import itertools
 import os
+import re
 import stat
 
 from ..evidence.finish import finish
 from ..evidence.model import Evidence, InputInfo
-from .formats.bench_files import load_bench, sniff_bench
-from .engines.common import feed_common, finish_lifecycle
+from . import formats
+from .coverage import Coverage, classify, expected_by
 from .engines import ENGINES
-from .formats.gpu import load_gpu, sniff_gpu
+from .engines.common import ACCESS_BYTES, REQUEST_BYTES, feed_common
+from .formats import json_lines
+from .launches import Piece, marker
+from .readers.files import Input, InputError, read_ahead
 from .readers.lineprefix import Clock, peel
 from .readers.progress import advancer, counted, progress_bar
-from .prometheus import load_exposition, load_query_range, sniff_prometheus
-from .readers.files import Input, InputError, read_ahead
 from .readers.scanner import ScanCounts, segments
 from .readers.segments import read
-from .sniff import SNIFF_BYTES, endless_binary, is_log, sniff_head
-from .formats.structured import load_structured, sniff
-from .readers.unreadable import blank_unreadable, note_unreadable
 from .readers.unwrap import unwrap
+from .sniff import SNIFF_BYTES, endless_binary, sniff_head, whole_kind
 
 # What converting a damaged value raises: float("1..2"), int(float("inf")), int("9" * 5000).
 LINE_ERRORS = (ValueError, ArithmeticError)
-# A silence this long, ended by a stop (SIGTERM, a scheduler's cancel): a start-up that stalled
-# (an NCCL rendezvous, a placement group) when the server never said it was ready.
-QUIET_S = 600
+# The header format a parser's lines carry → the engine (Triton's glog lines are TensorRT-LLM's).
+ENGINE_OF_FMT = {fmt: name for name, e in ENGINES.items() for fmt in e.formats}
+# Lines of a big log judged by their shape, per segment: windows spread over it, enough to
+# estimate the segment's make-up.
+SAMPLE_WINDOWS = 8
+SAMPLE_BYTES = 8 * 1024
+
+
+class Read:
+    """What one input gave: its description (InputInfo, with its coverage) and its pieces."""
+    __slots__ = ("info", "pieces")
+
+    def __init__(self, info: InputInfo, pieces: list[Piece]) -> None:
+        self.info, self.pieces = info, pieces
 
 
 def load(inputs: list[Input], year: int | None = None, gpu_start=None, gpu_interval: float = 1.0) -> Evidence:
+    """Every input into one Evidence, launches not told apart (the readers' tests, the benches,
+    library use). The pipeline reads through grouping.load_groups, one Evidence per deployment."""
     ev = Evidence()
     for inp in inputs:
-        ev.inputs.append(load_one(inp, ev, year))
+        ev.inputs.append(read_input(inp, year, into=ev).info)
     finish(ev, gpu_start, gpu_interval)
     return ev
 
@@ -61,14 +83,14 @@ def big_logs(inputs: list[Input]):
                 continue
             first = bulk.read_head(path, SNIFF_BYTES)
         except OSError:
-            continue        # load_one says what is wrong with it
-        if bulk.usable(path, first) and is_log(first):
+            continue        # read_input says what is wrong with it
+        if bulk.usable(path, first) and whole_kind(sniff_head(first)) is None:
             yield inp, path
 
 
 def start_scans(inputs: list[Input]) -> int:
     """Start the C scanner on the first big plain-file log among `inputs` now: it reads it on the
-    other cores while the caller sets up the rest (the rules); load_one takes over what it started.
+    other cores while the caller sets up the rest (the rules); read_input takes over what it started.
     One only: it covers the set-up, and each scan holds a thread and a read buffer per core (a
     directory of a hundred big logs started at once would hold them all). Returns how many started."""
     from .readers import bulk
@@ -85,84 +107,102 @@ def start_scans(inputs: list[Input]) -> int:
     return 0
 
 
-def load_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool = False) -> InputInfo:
+def read_input(inp: Input, year: int | None = None, into: Evidence | None = None, sniffing: bool = False) -> Read:
+    """One input → Read. `into`: one Evidence for the whole input (launches not told apart)."""
     started, inp.started = getattr(inp, "started", None), None
     try:
-        return _read_one(inp, ev, year, sniffing, started)
+        return _read(inp, year, into, sniffing, started)
     finally:
         if started is not None:
             started.close()     # done with; or started ahead for a file now read another way
 
 
-def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, started) -> InputInfo:
+def _read(inp: Input, year, into, sniffing: bool, started) -> Read:
     blocks = inp.blocks()
     first = next(blocks, b"")
     if endless_binary(inp, first):
         blocks.close()
         raise InputError(f"{inp.display}: binary data from a device or stream, not a text log (not read further)")
-    head = sniff_head(first)
-    prom_kind = sniff_prometheus(head) if first else None
-    if prom_kind:
-        data, bad = blank_unreadable(first + b"".join(blocks))
-        text = data.decode("utf-8", "replace")
-        info = (load_query_range if prom_kind == "query_range" else load_exposition)(text, inp.display, ev)
-        if "DCGM_FI_" in text:     # node and engine metrics scraped together
-            from .formats.gpu import _dcgm
-            _dcgm(text.splitlines(), inp.display, ev, info)
-        return note_unreadable(info, bad)
-    gpu_kind = sniff_gpu(head) if first else None
-    if gpu_kind:
-        data, bad = blank_unreadable(first + b"".join(blocks))
-        replay = Input.__new__(Input)
-        replay.path, replay.display = inp.path, inp.display
-        replay.blocks = lambda: iter([data])
-        return note_unreadable(load_gpu(gpu_kind, replay, ev), bad)
-    bench_kind = sniff_bench(head) if first else None
-    if bench_kind:
-        replay = Input.__new__(Input)
-        replay.path, replay.display = inp.path, inp.display
-        replay.blocks = lambda: chain(first, blocks)
-        return load_bench(bench_kind, replay, ev)
-    kind = sniff(head) if first else None
-    if kind:
-        replay = Input.__new__(Input)
-        replay.path, replay.display = inp.path, inp.display
-        replay.blocks = lambda: chain(first, blocks)
-        info = load_structured(kind, replay, ev)
-        if info.engine:
-            ev.set_fact("engine", info.engine, override=False)
-        return info
+    kind = whole_kind(sniff_head(first)) if first else None
+    if kind is not None:
+        held, rest = formats.hold(first, blocks)
+        if held is None:
+            if kind not in formats.MAYBE_TEXT:
+                raise formats.too_big(kind, inp.display)
+            blocks = rest           # too big for a config: text
+        else:
+            ev = into if into is not None else Evidence()
+            info = formats.load_whole(kind, inp, held, ev)
+            if info is not None:
+                p = Piece(inp.display, 0, ev=ev)
+                p.first, p.last = 1, max(1, info.lines)
+                return Read(info, [p])
+            blocks = iter(held)     # not a YAML/TOML document after all: text
+        first = next(blocks, b"")
+    return _lines(inp, first, blocks, year, into, sniffing, started)
+
+
+class _State:
+    """The line loop's state for one input: the piece each stream is in, the open region."""
+
+    def __init__(self, inp: Input, info: InputInfo, into: Evidence | None) -> None:
+        self.src = inp.display
+        self.info = info
+        self.split = into is None
+        self.pieces = [Piece(self.src, 0, ev=into)]
+        self.current: dict = {None: self.pieces[0]}
+        self.piece = self.pieces[0]         # the piece of the last line read
+        self.readers = [f.reader(self.src, info) for f in formats.LINE_FORMATS]
+        self.region = None
+
+    def ev(self) -> Evidence:
+        return self.piece.ev
+
+    def pending(self) -> bool:
+        return self.region is not None or self.piece.wants_more()
+
+    def stream(self, key) -> Piece:
+        p = self.current.get(key)
+        if p is None:
+            base = self.current[None]
+            # The first line of a stream: the lines before it that no stream claimed (a job's
+            # banner) are part of it only while no stream has any.
+            if len(self.current) == 1 and not base.launched and not base.engine_lines and key is not None:
+                p = base
+                p.stream = key
+            else:
+                p = Piece(self.src, len(self.pieces), key, ev=None if self.split else self.pieces[0].ev)
+                self.pieces.append(p)
+            self.current[key] = p
+        return p
+
+    def new_launch(self, old: Piece) -> Piece:
+        p = Piece(self.src, len(self.pieces), old.stream)
+        self.pieces.append(p)
+        self.current[old.stream] = p
+        return p
+
+
+def _lines(inp: Input, first: bytes, blocks, year, into, sniffing: bool, started) -> Read:
     info = InputInfo(path=inp.display)
+    cov = Coverage()
+    info.coverage = cov
     counts = ScanCounts()
     clock = Clock(year)
-    parsers = [e.parser() for e in ENGINES.values()]
-    engine_lines: dict[str, int] = {}
-    recognised = 0
-
-    # The parser of the line's header format first, then the others.
-    orders = {fmt: [p] + [q for q in parsers if q is not p]
-              for p, e in zip(parsers, ENGINES.values()) for fmt in e.formats}
-    # Parsers that can be in the middle of a dump a paste wrapped over several lines.
-    followers = [p for p in parsers if hasattr(p, "wants_more")]
-    wants = [p.wants_more for p in followers]
-
-    def pending():      # asked once or twice per line: no generator
-        for w in wants:
-            if w():
-                return True
-        return False
+    st = _State(inp, info, into)
+    fmt_kw = formats.KEYWORDS_RE
 
     from .readers import bulk
     bar = progress_bar(inp) if not sniffing else None
     advance = advancer(bar, inp)
     counts.binary_head = b"\x00" in first[:8192]     # likely not a text log
-    src = chain(first, blocks)
+    src = _chain(first, blocks)
     behind = bulk.file_behind(inp)
     if behind and bulk.usable(behind, first) and not sniffing:
         big, lib = True, bulk.native_lib()
     else:
         # gzip and stdin: whether they are big is only known once enough of them has been read.
-        src, big = peek_size(src, bulk.FAST_MIN_BYTES // 4)
+        src, big = _peek_size(src, bulk.FAST_MIN_BYTES // 4)
         big = big and not sniffing and bulk.text_like(first)
         lib = bulk.native_lib() if big else None
         behind = None
@@ -180,90 +220,260 @@ def _read_one(inp: Input, ev: Evidence, year: int | None, sniffing: bool, starte
         if bar:
             src = counted(src, advance)
             advance = None
-        data, joined = unwrap(b"".join(src))          # small: held whole, every line parsed
+        data, joined = unwrap(b"".join(src))          # small: held whole, every line read
         counts.binary_head = b"\x00" in data[:8192]
         if joined:
             info.errors.append(f"hard-wrapped lines re-joined ({joined} continuation line(s) read with the line before)")
         segs = segments([data], tally=False)
-    lines_iter = read(segs, inp.display, ev, counts, progress=advance, follow=pending)
+    sample = _Sampler(cov) if big else None
+    lines_iter = read(segs, inp.display, st.ev, counts, progress=advance, follow=st.pending,
+                      every_line=not big, on_segment=sample)
     malformed = 0
-    last_t = None       # (time, line number, text) of the last line that carried a time
-    quiet = None        # the latest silence of QUIET_S or more: (last_t before it, the time it ended)
-    for lineno, text in lines_iter:
+    last_n = 0
+    for lineno, text, keyword in lines_iter:
+        last_n = lineno
+        if big and not keyword and sample is not None:
+            sample.saw(lineno)          # handed on for a region or a dump: seen, not to estimate
         # The parsers convert what their regexes matched (`[\d.]+`, dict values) with float()/int();
         # a damaged line (`1..2`, `inf` or 5000 digits where a count belongs, a cut `4.2e+`) makes
         # that raise. Such a line is skipped and counted: one bad line never costs the whole file.
         try:
-            if pending():
-                for p in followers:
-                    if p.wants_more():
-                        p.more(text, ev)
-                recognised += 1
-                continue
-            line = peel(inp.display, lineno, text)
-            when = clock.at(line)
-            if when is not None:
-                if last_t is not None and (when - last_t[0]).total_seconds() >= QUIET_S:
-                    quiet = (last_t, when)
-                last_t = (when, lineno, line.raw)
-            if feed_common(line, ev, when):
-                recognised += 1
-                continue
-            for p in orders.get(line.fmt, parsers):
-                if p.feed(line, ev, when):
-                    recognised += 1
-                    engine_lines[p.engine] = engine_lines.get(p.engine, 0) + 1
-                    break
+            _one(st, cov, clock, lineno, text, keyword, big, fmt_kw)
         except LINE_ERRORS:
             malformed += 1
+            cov.line(lineno, None, text)
+    if st.region is not None:
+        st.region.end()
     if bar:
         bar.close()
-    if quiet is not None:
-        _quiet_before_stop(ev, inp.display, quiet, last_t)
-    finish_lifecycle(ev, inp.display)
-    for p in parsers:
-        if hasattr(p, "finish"):
-            p.finish(ev)
-    if clock.guessed and ev.stats_rows:
-        ev.year_guessed[inp.display] = clock.base_year
-    recognised += getattr(counts, "bulk_recognised", 0)
+    for r in st.readers:
+        r.finish()
+        if getattr(r, "gpu_only", False):
+            cov.rename(r.kind, "gpu-dcgm")
+    for p in st.pieces:
+        p.finish(clock.guessed, clock.base_year)
+    cov.close(last_n)
+    if sample is not None:
+        sample.settle()
     info.lines = counts.lines
     info.unreadable_lines = counts.unreadable
-    info.recognised_lines = recognised
-    info.unrecognised_lines = counts.lines - recognised - counts.unreadable
+    info.recognised_lines = cov.understood
+    info.unrecognised_lines = max(0, counts.lines - cov.understood - counts.unreadable)
     if not sniffing:
         if counts.lines == 0:
             raise InputError(f"{inp.display}: empty file (nothing to diagnose)")
-        if recognised == 0 and counts.binary_head:
+        if cov.understood == 0 and counts.binary_head:
             raise InputError(f"{inp.display}: binary file, not a text log")
-        if recognised == 0 and counts.unreadable * 2 >= counts.lines:
+        if cov.understood == 0 and counts.unreadable * 2 >= counts.lines:
             raise InputError(f"{inp.display}: not UTF-8 text ({counts.unreadable} of {counts.lines} lines unreadable)")
     if counts.unreadable:
         info.errors.append(f"{counts.unreadable} unreadable line(s) (invalid UTF-8 or NUL bytes) skipped")
     if malformed:
         info.errors.append(f"{malformed} line(s) with malformed values skipped")
-    if engine_lines:
-        info.engine = max(engine_lines, key=engine_lines.get)
-        ev.set_fact("engine", info.engine, override=False)
-        for p in parsers:
-            if p.engine == info.engine:
-                info.engine_version = p.version
-    return info
+    pieces = [p for p in st.pieces if p.first is not None or p.ev.gpu_rows or p.ev.facts] or st.pieces[:1]
+    engines: dict[str, int] = {}
+    for p in pieces:
+        for e, n in p.engine_lines.items():
+            engines[e] = engines.get(e, 0) + n
+    if engines:
+        info.engine = max(engines, key=engines.get)
+        for p in pieces:
+            if p.ev.fact("engine") == info.engine and p.ev.fact("engine_version"):
+                info.engine_version = p.ev.fact("engine_version")
+                break
+    else:
+        info.engine = next((p.ev.fact("engine") for p in pieces if p.ev.fact("engine")), None)
+    info.kind = _kind(cov)
+    info.launches = sum(1 for p in pieces if p.launched)
+    return Read(info, pieces)
 
 
-def _quiet_before_stop(ev: Evidence, src: str, quiet, last) -> None:
-    """A stop that ended a long silence (the log had little more after it): kept as an event with
-    the last line before the silence; the signals say whether the server had said it was ready."""
-    (t0, n0, raw0), end = quiet
-    if (last[0] - end).total_seconds() > 300:
-        return              # the log went on after the silence: not what the stop ended
-    if ev.counters.get("access_lines") or ev.counters.get("request_lines"):
-        return              # it answered requests: it was up (and the big-log readers count request lines unread)
-    if any(e.source == src and e.line > n0 for e in ev.events.get("stop_requested", ())):
-        ev.add_event("quiet_before_stop", src, n0, raw0, t0, minutes=round((end - t0).total_seconds() / 60))
+def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bool, big: bool, fmt_kw) -> None:
+    piece = st.piece
+    # A parser in the middle of a dump a paste wrapped over several lines takes the line whole.
+    if st.region is None and piece.followers and piece.wants_more():
+        for p in piece.followers:
+            if p.wants_more():
+                p.more(text, piece.ev)
+        cov.line(n, "log")
+        return
+    region = st.region
+    if region is not None:
+        if region.more(n, text):
+            cov.line(n, region.kind)
+            return
+        region.end()
+        st.region = None
+        # Lines the bulk readers handed on only because a region was open: their access and
+        # request lines were counted already.
+        if big and not keyword and (REQUEST_BYTES.search(text.encode("utf-8", "replace")) or ACCESS_BYTES.search(text.encode("utf-8", "replace"))):
+            return
+    if text[:1] == "{" or text[:2] == " {":
+        obj = json_lines.decode(text)
+        if obj is not None:
+            env = json_lines.envelope(obj)
+            if env is None:
+                if json_lines.bench_record(obj):
+                    from .formats.bench_files import points_of
+                    piece.ev.bench_points.extend(points_of(obj, st.src, n))
+                    cov.line(n, "bench-result")
+                else:
+                    cov.line(n, "json")
+                return
+            text, iso = env
+            cov.envelope = "JSON records (their log or message field is the line)"
+            if iso and not text.startswith(iso[:10]):
+                text = f"{iso} {text}"
+            keyword = True
+    before = not st.piece.launched
+    if not keyword:
+        for r in st.readers:
+            if r.armed and r.open(n, text, piece.ev, before):
+                st.region = r
+                cov.line(n, r.kind)
+                return
+        cov.line(n, classify(text), text)
+        return
+    if fmt_kw.search(text):
+        for r in st.readers:
+            if r.open(n, text, piece.ev, before):
+                st.region = r
+                cov.line(n, r.kind)
+                return
+    line = peel(st.src, n, text)
+    piece = st.stream(line.stream)
+    when = clock.at(line)
+    if line.fmt is not None:
+        m = marker(line.msg)
+        if m is not None:
+            engine, key, per_launch = m
+            if st.split and piece.starts_new(key, per_launch, line.proc, when):
+                piece = st.new_launch(piece)
+            piece.mark(key, per_launch, line.proc, n, line.raw)
+    st.piece = piece
+    piece.saw(n, when, line.raw)
+    ev = piece.ev
+    if feed_common(line, ev, when):
+        cov.line(n, "shared")
+        return
+    for p in piece.orders.get(line.fmt, piece.parsers):
+        if p.feed(line, ev, when):
+            piece.engine_lines[p.engine] = piece.engine_lines.get(p.engine, 0) + 1
+            cov.line(n, p.engine)
+            return
+    e = expected_by(line.msg)
+    if e is not None:
+        cov.unread_line(n, e, line.raw)
+    cov.line(n, ENGINE_OF_FMT.get(line.fmt) if line.fmt else classify(line.raw), line.raw)
 
 
-def peek_size(blocks, limit: int):
+class _Sampler:
+    """Coverage of a big log's lines the readers never hand on (no keyword, not an access or
+    request line), judged by their shape: every such line of a small segment, and of a big one
+    the lines in SAMPLE_WINDOWS windows spread over it, their make-up spread over the rest."""
+
+    def __init__(self, cov: Coverage) -> None:
+        self.cov = cov
+        self.kinds: dict = {}       # kind → sampled lines (windows of big segments)
+        self.sampled = 0
+        self.unseen = 0             # lines of big segments neither handed on nor judged one by one
+        self.exact: dict = {}       # line number → kind, of small segments' lines not handed on
+        self.followed = 0           # lines of big segments handed on for a region or a dump
+
+    def __call__(self, seg, keyword_rows, base: int) -> None:
+        cov = self.cov
+        cov.add("shared", seg.acc)
+        cov.add("vllm", seg.req)
+        unseen = seg.lines - seg.bad - seg.acc - seg.req - len(keyword_rows)
+        if unseen <= 0:
+            return
+        span = seg.end - seg.start
+        if span <= SAMPLE_WINDOWS * SAMPLE_BYTES:
+            skip = {r[1] for r in keyword_rows}
+            prev = None
+            for i, raw in enumerate(seg.text(seg.start, seg.end).split(b"\n")[:-1]):
+                if i in skip:
+                    prev = None
+                    continue
+                k = self._kind(raw)
+                if k is None and prev in ("traceback", "shared") and raw[:1] in b" \t":
+                    k = prev            # a warning's or a traceback's continuation (as Coverage.line)
+                prev = k
+                if k != "handed":
+                    self.exact[base + i + 1] = k
+            return
+        self.unseen += unseen
+        step = max(SAMPLE_BYTES, span // SAMPLE_WINDOWS)
+        for at in range(seg.start, seg.end, step):
+            chunk = seg.text(at, min(seg.end, at + SAMPLE_BYTES))
+            lines = chunk.split(b"\n")[:-1]
+            for raw in (lines if at == seg.start else lines[1:]):     # a window's first line may be cut
+                k = self._kind(raw)
+                if k != "handed":
+                    self.kinds[k] = self.kinds.get(k, 0) + 1
+                    self.sampled += 1
+
+    @staticmethod
+    def _kind(raw: bytes):
+        """A line's kind by its shape; "handed" for what the readers count or hand on themselves."""
+        if b"request" in raw and REQUEST_BYTES.search(raw) or b"INFO:" in raw and ACCESS_BYTES.search(raw):
+            return "handed"
+        if b"\x00" in raw:
+            return "handed"
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return "handed"
+        if formats.KEYWORDS_RE.search(text) or _scanner_keyword(raw):
+            return "handed"
+        return classify(text) if text.strip() else "blank"
+
+    def saw(self, n: int) -> None:
+        """A line without a keyword the loop was handed (a region's, a dump's): counted there."""
+        if self.exact.pop(n, None) is None:
+            self.followed += 1
+
+    def settle(self) -> None:
+        cov = self.cov
+        counted = 0
+        for k in self.exact.values():
+            if k == "blank":
+                cov.blank += 1
+            else:
+                cov.add(k, 1)
+            counted += 1
+        cov.sampled = counted
+        unseen = max(0, self.unseen - self.followed)
+        if not unseen:
+            return
+        cov.sampled += unseen
+        if not self.sampled:
+            cov.add(None, unseen)
+            return
+        for k, c in self.kinds.items():
+            est = round(unseen * c / self.sampled)
+            if k == "blank":
+                cov.blank += est
+            else:
+                cov.add(k, est)
+
+
+def _scanner_keyword(raw: bytes) -> bool:
+    from .readers.scanner import _KW
+    return _KW.search(raw) is not None
+
+
+def _kind(cov: Coverage) -> str:
+    """The input's kind in one word: `log` when an engine wrote any of it, else the line format
+    most of its lines are (`gpu-dmon`, `prometheus-scrape`, …), else `log`."""
+    if cov.engine_lines():
+        return "log"
+    formats_seen = {k: n for k, n in cov.by_kind.items()
+                    if k not in ENGINES and k not in ("shared", "traceback", "progress", "log", "json")}
+    return max(formats_seen, key=formats_seen.get) if formats_seen else "log"
+
+
+def _peek_size(blocks, limit: int):
     """(the same blocks, whether they hold at least `limit` bytes), reading no more than that."""
     held, size = [], 0
     for b in blocks:
@@ -274,7 +484,7 @@ def peek_size(blocks, limit: int):
     return iter(held), False
 
 
-def chain(first: bytes, rest):
+def _chain(first: bytes, rest):
     if first:
         yield first
     yield from rest

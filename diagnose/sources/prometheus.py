@@ -1,5 +1,5 @@
-"""Prometheus → evidence: saved `/metrics` scrapes (one or several, with or without timestamps),
-saved `query_range` JSON, and a live server through prometheus-api-client.
+"""Prometheus → evidence: the series arithmetic for saved `/metrics` scrapes (formats/metrics_text.py),
+saved `query_range` JSON (formats/query_range.py), and a live server through prometheus-api-client.
 
 Every engine's metric families map onto the same stats columns the log parsers fill; each
 `instance` (or `pod`) becomes its own deployment, so a fleet is diagnosed replica by replica.
@@ -51,89 +51,18 @@ HISTOGRAMS = {**merged("histograms"), **SHARED_HISTOGRAMS}
 STAGE_HISTOGRAMS = {**merged("stage_histograms"), **SHARED_STAGE_HISTOGRAMS}
 FACT_GAUGES = {**merged("fact_gauges"), **SHARED_FACT_GAUGES}
 ENGINE_OF = tuple((prefix, e.name) for e in ENGINES.values() for prefix in e.metric_prefixes)
+# Families no one engine writes (the tables above): a scrape of them is read too.
+SHARED_PREFIXES = ("forge_", "dynamo_frontend_")
 METRIC_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+(?P<ts>-?\d+(?:\.\d+)?))?\s*$")
 MAX_TS = 32503680000.0     # year 3000, in seconds: later sample times are damage, not dates
-
-
-def sniff_prometheus(head: bytes) -> str | None:
-    text = head[:65536].decode("utf-8", "replace")
-    s = text.lstrip()
-    if s.startswith("{") and '"resultType"' in text and '"result"' in text:
-        return "query_range"
-    if re.search(r"^(?:vllm:|sglang:|sglang_|trtllm_|nv_trt_llm_|nv_inference_|forge_|dynamo_frontend_)\w*(?:\{|\s)", text, re.M):
-        return "exposition"
-    return None
 
 
 def instance_of(labels: dict) -> str:
     return labels.get("instance") or labels.get("pod") or labels.get("hostname") or labels.get("Hostname") or ""
 
 
-# -- saved files ----------------------------------------------------------------------------
-def load_exposition(text: str, source: str, ev: Evidence) -> InputInfo:
-    """One or several scrapes of `/metrics`. Without timestamps a new scrape starts when a series
-    repeats; counters then become rates only if the scrapes carry times."""
-    from prometheus_client.parser import text_string_to_metric_families
-    info = InputInfo(path=source, kind="prometheus-scrape", lines=text.count("\n") + 1)
-    scrape = 0
-    seen: set = set()
-    samples = []      # (scrape, ts, name, labels, value, line)
-    # OpenMetrics (`# EOF` last; what `promtool tsdb dump-openmetrics` writes) stamps samples in
-    # seconds, the Prometheus text format in milliseconds; the parser reads the latter.
-    ts_scale = 1000.0 if re.search(r"^# EOF\s*$", text[-4096:], re.M) else 1.0
-    for i, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#") or line.startswith(("$", ">")):
-            if line.startswith("#"):
-                info.recognised_lines += 1
-            continue
-        m = METRIC_LINE.match(re.sub(r'",\s+', '",', line))
-        if not m:
-            continue
-        try:
-            fams = list(text_string_to_metric_families(m.group(0) + "\n"))
-        except (ValueError, TypeError):
-            info.errors.append(f"line {i}: unreadable sample") if len(info.errors) < 20 else None
-            continue
-        for fam in fams:
-            for s in fam.samples:
-                key = (s.name, tuple(sorted(s.labels.items())))
-                if key in seen and m.group("ts") is None:
-                    scrape += 1
-                    seen = set()
-                seen.add(key)
-                samples.append((scrape, s.timestamp * ts_scale if s.timestamp else s.timestamp, s.name,
-                                dict(s.labels), s.value, i))
-        info.recognised_lines += 1
-    if not samples:
-        raise InputError(f"{source}: no Prometheus samples could be read")
-    info.unrecognised_lines = max(0, info.lines - info.recognised_lines)
-    _from_samples(samples, source, ev, info)
-    return info
-
-
-def load_query_range(text: str, source: str, ev: Evidence) -> InputInfo:
-    info = InputInfo(path=source, kind="prometheus-query-range", lines=text.count("\n") + 1)
-    try:
-        doc = json.loads(text)
-        result = doc["data"]["result"]
-    except (ValueError, KeyError, TypeError, RecursionError) as e:
-        raise InputError(f"{source}: not a Prometheus query_range response ({e})") from None
-    samples = []
-    for series in result:
-        labels = dict(series.get("metric", {}))
-        name = labels.pop("__name__", "")
-        for ts, val in series.get("values", []) or ([series["value"]] if "value" in series else []):
-            try:
-                samples.append((0, float(ts), name, labels, float(val), 1))
-            except (TypeError, ValueError):
-                continue
-    info.recognised_lines = info.lines
-    _from_samples(samples, source, ev, info)
-    return info
-
-
-def _from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> None:
+# -- samples, from a file (formats/metrics_text.py, formats/query_range.py) or a live server --
+def from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> None:
     """Raw samples of one file → stats rows (one per scrape/time) and facts."""
     rows: dict = {}
     counters: dict = {}

@@ -1,29 +1,30 @@
-"""What an input is, from its first bytes: a log, a Prometheus scrape, GPU samples, structured
-records (JSON/YAML) or a benchmark result. Each reader's own sniffer decides; this module only asks
-them in order, on a head with its unreadable lines blanked."""
+"""What an input is, from its first bytes: a whole-file format (formats.whole_kind), or text, read
+line by line region by region whatever its first lines are. The head is judged without its
+unreadable lines, which every reader skips."""
 from __future__ import annotations
 
 import os
 import stat
 
-from .formats.gpu import sniff_gpu
-from .prometheus import sniff_prometheus
+from .formats import whole_kind
 from .readers.files import Input
-from .formats.structured import sniff
 from .readers.unreadable import blank_unreadable
 
 SNIFF_BYTES = 512 * 1024
 
+__all__ = ["SNIFF_BYTES", "sniff_head", "is_log", "endless_binary", "whole_kind"]
+
+
 def sniff_head(first: bytes) -> bytes:
-    # Sniffed without its unreadable lines, which every reader skips: one damaged line (a
-    # `vllm:…` metric cut by a NUL at the top of an SGLang log) turned a whole log into a "scrape".
+    # One damaged line (a `vllm:…` metric cut by a NUL at the top of an SGLang log) must not
+    # decide what the whole input is.
     return blank_unreadable(first[:SNIFF_BYTES])[0] if first else b""
 
+
 def is_log(first: bytes) -> bool:
-    """Whether load_one reads an input that starts with `first` as a log (not a scrape, GPU
-    samples or structured records)."""
-    head = sniff_head(first)
-    return not (first and (sniff_prometheus(head) or sniff_gpu(head) or sniff(head)))
+    """Whether an input that starts with `first` is read as text, line by line (not whole)."""
+    return not first or whole_kind(sniff_head(first)) is None
+
 
 def endless_binary(inp: Input, first: bytes) -> bool:
     """A device, FIFO or stdin whose first block is binary (`/dev/zero`, `/dev/urandom`, a pipe of

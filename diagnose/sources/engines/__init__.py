@@ -39,6 +39,15 @@ class Engine:
     formats = ()                # the header formats (lineprefix's Line.fmt) its lines carry
     keywords = ()               # every line its parser acts on holds one of these (scanner)
     file_markers = ()           # bytes that make a whole-file input (JSON, YAML) this engine's
+    # Launches (sources/launches.py): a line that starts a server, once per launch (`launch`) or
+    # once per process of one launch (`process_start`: each data-parallel engine, each MPI rank).
+    launch = None               # regex source, searched in a line's message
+    process_start = None
+    # Coverage (sources/coverage.py): phrases of lines its parser always reads (a line holding one
+    # that no parser took shows a format the parser does not know yet), and its logger header as
+    # found anywhere in a raw line (for lines the parsers never see).
+    expects = ()
+    shape = None                # regex source
     # Prometheus: metric-name prefixes that say which engine a scrape is from, and its metrics by
     # kind, in the shapes sources/prometheus.py documents for each table
     metric_prefixes = ()

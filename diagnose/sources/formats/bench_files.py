@@ -139,6 +139,11 @@ def _num(x) -> float | None:
     return None
 
 
+def points_of(obj, source: str, line: int) -> list[dict]:
+    """The sweep points one JSON object holds (a result record printed into a log), as kept."""
+    return [{k: p.get(k) for k in POINT_FIELDS} for p in _points(obj, source, line)]
+
+
 def _points(obj, source: str, line: int) -> list[dict]:
     if not isinstance(obj, dict):
         return []

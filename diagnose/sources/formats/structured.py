@@ -37,6 +37,21 @@ def sniff(head: bytes) -> str | None:
     return None
 
 
+def parses(kind: str, data: bytes) -> bool:
+    """Whether the text is a YAML or TOML document at all (a job's output can begin like one)."""
+    text = data.decode("utf-8", "replace")
+    try:
+        if kind == "toml":
+            from diagnose._compat import tomllib
+            tomllib.loads(text)
+        else:
+            import yaml
+            yaml.safe_load(text)
+    except Exception:       # yaml.YAMLError, tomllib.TOMLDecodeError, RecursionError
+        return False
+    return True
+
+
 def load_structured(kind: str, inp: Input, ev: Evidence) -> InputInfo:
     data = b"".join(inp.blocks())
     if len(data) > MAX_BYTES:

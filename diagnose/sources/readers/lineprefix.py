@@ -1,7 +1,8 @@
 """Peeling what collectors and process managers put in front of an engine's own message.
 
-Order of layers, outermost first: ANSI colour, markdown quote `> `, docker/kubectl RFC 3339
-timestamp or journald prefix, nested process prefixes `(Name pid=N[, ip=A])`, then the
+Order of layers, outermost first: ANSI colour, markdown quote `> `, a container's name
+(`docker compose logs`: `vllm-1  | `; `kubectl logs --prefix`: `[pod/name/container] `: the
+line's stream, one server's lines among others), docker/kubectl RFC 3339 timestamp or journald prefix, nested process prefixes `(Name pid=N[, ip=A])`, then the
 engine's logger header (vLLM: `LEVEL MM-DD HH:MM:SS [file:line] `; each engine's in
 engines/<name>/header.py).
 """
@@ -21,6 +22,8 @@ COLLECTOR = re.compile(
     # as the engine's stamps are, so it is the line's time (a collector's RFC 3339 stamp is UTC).
     r"|\[(?P<date>\d{4}-\d\d-\d\d)T(?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)?\] )"
 )
+# `docker compose logs` (v2 `name-1  | `, v1 `name_1  | `) and `kubectl logs --prefix`.
+STREAM = re.compile(r"^(?:(?P<svc>[A-Za-z0-9][\w.-]*?[-_]\d+)\s+\| |\[pod/(?P<pod>[^/\]\s]+)/(?P<ctr>[^\]\s]+)\] )")
 # `(APIServer pid=1) `, `(RayWorkerWrapper pid=1463574, ip=192.168.10.60) `; a paste may lose
 # the opening parenthesis of the first one.
 PROC = re.compile(r"^\(?(?:(?P<name>[^()]*?) )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.:a-f]+))?\) ")
@@ -45,6 +48,7 @@ class Line:
     dt: datetime | None = None   # full timestamp when the header carries a year
     fmt: str | None = None       # which header shape matched: vllm, sglang, trtllm, triton
     tags: str = ""               # SGLang rank tags, e.g. "TP0" or "DP0 TP0 EP0"
+    stream: str | None = None    # the container a collector named (compose service, kubectl pod)
 
 
 def visible(text: str) -> str:
@@ -64,6 +68,12 @@ def peel(source: str, lineno: int, text: str) -> Line:
     raw = text
     if text.startswith("> "):
         text = text[2:]
+    stream = None
+    if "| " in text[:80] or text.startswith("[pod/"):
+        m = STREAM.match(text)
+        if m:
+            stream = m.group("svc") or f"{m.group('pod')}/{m.group('ctr')}"
+            text = text[m.end():]
     iso = dt = None
     m = COLLECTOR.match(text)
     if m:
@@ -95,7 +105,7 @@ def peel(source: str, lineno: int, text: str) -> Line:
                 dt = _dt(h.date, h.hms)
             text = text[h.end:]
             break
-    return Line(source, lineno, raw, text, proc, ip, level, stamp, iso, repeat, dt, fmt, tags)
+    return Line(source, lineno, raw, text, proc, ip, level, stamp, iso, repeat, dt, fmt, tags, stream)
 
 
 def _dt(date: str, hms: str) -> datetime | None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ...evidence.model import EVENT_KEEP
 from ..engines.common import ACCESS_BYTES, PROBE_PATHS, REQUEST_BYTES, head_key, prompt_head
 from ..engines import ENGINES
+from ..formats import KEYWORDS as FORMAT_KEYWORDS
 from .segments import ROW_HTTP, ROW_KEYWORD, ROW_PROBE, ROW_RECEIVED, Segment
 
 # Every line a parser understands contains at least one of these: the words of lines every engine
@@ -29,14 +30,16 @@ SHARED_KEYWORDS = [
     "total_gpu_memory", "CUDA graph", "cudagraph", "eager",
     "allreduce", "NCCL", "Ray", "preempted", "Error", "error", "out of memory", "Out of memory", "Cuda graph is disabled", "OutOfMemory", "could not be allocated", "ALLOC_FAILED",
     "died", "timed out", "Traceback", "Exception", "Interrupt", "SystemExit", "failed to start",
-    "SIGTERM", "SIGINT", "placement group", "█  model", "(UUID: GPU-", "CUDA capability", "  NVIDIA ", "signal", "Shutting down", "Terminated", "Aborted", "Stopping", "HTTP/", "request",
+    "SIGTERM", "SIGINT", "placement group", "█  model", "(UUID: ", "CUDA capability", "  NVIDIA ", "signal", "Shutting down", "Terminated", "Aborted", "Stopping", "HTTP/", "request",
     "startup complete",
     "max model len", "max_num_batched_tokens", "context length", "max_seq_len", "maximum model length", "detected platform",
     "capacity of", "Speculative metrics", "Uvicorn running", "--", "reserved number of GPUs",
     # DCGM exporter's own log
     "DCP metrics", "metric not enabled",
 ]
-GREP_KEYWORDS = SHARED_KEYWORDS + [k for e in ENGINES.values() for k in e.keywords if k not in SHARED_KEYWORDS]
+# ... and each line format's (formats/): the lines that open a `dmon` capture, a scrape, a result block.
+GREP_KEYWORDS = list(dict.fromkeys(SHARED_KEYWORDS + [k for e in ENGINES.values() for k in e.keywords]
+                                   + list(FORMAT_KEYWORDS)))
 
 _KW = re.compile(b"|".join(re.escape(k.encode()) for k in GREP_KEYWORDS))
 PROBE_BYTES = tuple(p.encode() for p in PROBE_PATHS)

@@ -64,16 +64,22 @@ class Segment:
         return (len(self.buf) if self.fd is None else 0) + 128 * len(self.rows)
 
 
-def read(segments, display: str, ev: Evidence, counts, progress=None, follow=None):
-    """Evidence from a reader's segments; yields (line number, text) for the lines the parsers must
-    see. `follow()`, when true, asks for the next line whatever it holds: a parser in the middle of
-    a dump a paste wrapped over several lines. Closes `segments` when done or abandoned."""
-    out = _Tally(display, ev, counts, follow)
+def read(segments, display: str, ev, counts, progress=None, follow=None, every_line: bool = False,
+         on_segment=None):
+    """Evidence from a reader's segments; yields (line number, text, keyword) for the lines the
+    parsers must see. `follow()`, when true, asks for the next line whatever it holds: a parser in
+    the middle of a dump a paste wrapped over several lines, or a region of a line format. With
+    `every_line` (a small log, read whole) every line is yielded, `keyword` telling the lines
+    that hold one; otherwise only those, and the lines `follow` asks for. `ev` may be a callable
+    (the Evidence of the launch at hand: tallies go there). `on_segment(seg, keyword_rows, base)` is
+    told of each segment before its lines, with its keyword rows and the lines before it.
+    Closes `segments` when done or abandoned."""
+    out = _Tally(display, ev, counts, follow, every_line)
     try:
         for seg in segments:
             if progress is not None:
                 progress(seg.end - seg.start)
-            yield from out.segment(seg)
+            yield from out.segment(seg, on_segment)
     finally:
         close = getattr(segments, "close", None)
         if close is not None:
@@ -82,14 +88,19 @@ def read(segments, display: str, ev: Evidence, counts, progress=None, follow=Non
 
 
 class _Tally:
-    def __init__(self, display: str, ev, counts, follow):
-        self.display, self.ev, self.counts, self.follow = display, ev, counts, follow
+    def __init__(self, display: str, ev, counts, follow, every_line: bool = False):
+        self.display, self._ev, self.counts, self.follow = display, ev, counts, follow
+        self.every_line = every_line
         self.heads = None       # prompt heads in the C table, once C gives some
         self.base = 0           # lines before the segment at hand
         self.last = 0           # the last line number given to the parsers
         self.recognised = 0
 
-    def segment(self, seg: Segment):
+    @property
+    def ev(self):
+        return self._ev() if callable(self._ev) else self._ev
+
+    def segment(self, seg: Segment, on_segment=None):
         ev, base = self.ev, self.base
         self.counts.lines += seg.lines
         self.counts.unreadable += seg.bad
@@ -116,7 +127,13 @@ class _Tally:
                     self.heads = Heads(load(), MAX_PREFIXES, ev.prompt_prefixes)
                 for run in seg.heads:
                     self.heads.add(*run)
-        yield from self._lines_for_parsers(seg, [r for r in seg.rows if r[0] == ROW_KEYWORD])
+        kw = [r for r in seg.rows if r[0] == ROW_KEYWORD]
+        if on_segment is not None:
+            on_segment(seg, kw, base)
+        if self.every_line:
+            yield from self._every_line(seg, {r[1] for r in kw})
+        else:
+            yield from self._lines_for_parsers(seg, kw)
         self.base = base + seg.lines
 
     def _examples(self, seg: Segment, kind: str, rows, total: int) -> None:
@@ -144,7 +161,7 @@ class _Tally:
                         text = raw.decode("utf-8")
                     except UnicodeDecodeError:
                         continue
-                    yield last, text
+                    yield last, text, False
                 continue
             row = next(it, None)
             if row is None:
@@ -154,8 +171,27 @@ class _Tally:
                 continue
             last, at = n, row[3] + 1
             self.last = last
-            yield n, seg.text(row[2], row[3]).decode("utf-8", "replace")
+            yield n, seg.text(row[2], row[3]).decode("utf-8", "replace"), True
         self.last = last
+
+    def _every_line(self, seg: Segment, keyword: set):
+        """Every readable line of a segment held in memory, in order (unreadable ones were counted)."""
+        buf, at, end, i = seg.buf, seg.start, seg.end, 0
+        base = self.base
+        while at < end:
+            nl = buf.find(b"\n", at, end)
+            z = nl if nl >= 0 else end
+            raw = buf[at:z]
+            if b"\x00" not in raw:
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    text = None
+                if text is not None:
+                    self.last = base + i + 1
+                    yield base + i + 1, text, i in keyword
+            i += 1
+            at = z + 1
 
     def finish(self) -> None:
         self.counts.bulk_recognised = getattr(self.counts, "bulk_recognised", 0) + self.recognised

@@ -27,6 +27,8 @@ RECORD_START = re.compile(
     rb"|\[(?:TRT|RANK|TensorRT|\d+,\d+\]|I\]|W\]|E\])"
     rb"|[A-Z][a-z]{2} +\d\d? \d\d:\d\d"                # syslog / journald
     rb"|Traceback |\w+(?:\.\w+)*(?:Error|Exception):"
+    # a capture's rows and headers (`nvidia-smi dmon`: fixed-width, as wide as each other)
+    rb"|#\s*(?:Date|Time|gpu|Idx|YYYYMMDD|HH:MM:SS)\b|(?:[\d.:-]+[ \t]+){3,}[\d.:-]+[ \t]*\r?$"
     rb")")
 
 
@@ -43,11 +45,14 @@ def wrap_width(lines: list[bytes]) -> tuple[int, bool] | None:
     commonest long length stands far above its neighbours, and (but for a stray line a wrapper
     passed over) nothing is longer. Of the two ways to count, the one more lines fill exactly."""
     best = None
+    filled = sum(1 for x in lines if x.strip())
     for visible in (True, False):
         count = Counter(x for x in _lengths(lines, visible) if x >= MIN_WIDTH)
         if not count:
             continue
         width, at = max(count.items(), key=lambda kv: (kv[1], kv[0]))
+        if at >= 0.9 * filled:
+            continue        # (nearly) every line as wide: a fixed-width table (`nvidia-smi dmon`), not a wrap
         longer = sum(c for n, c in count.items() if n > width)
         if at >= MIN_WRAPPED and at >= 5 * (count[width - 1] + count[width + 1] + 1) and longer <= max(2, at // 20):
             if best is None or at > best[2]:

@@ -12,6 +12,9 @@ ENGINE = Engine(
     keywords=("TensorRT-LLM", "TRT-LLM", "[TRT]", "Active Request Count", "iterLatencyMS", "Free KV cache"),
     # extra_llm_api_options / SKU profiles, and /metrics IterationStats dumps
     file_markers=(b"TensorRT", b"kv_cache_config", b"iterLatencyMS", b"Active Request Count"),
+    process_start=r"TensorRT[- ]LLM version: \d",
+    expects=("elapsed_time = ",),
+    shape=r"\[TensorRT-LLM\]\[[A-Z]+\]|\[TRT(?:-LLM)?\] (?:\[(?:MPI_Rank|RANK) \d+\] )?\[[A-Z]\]|^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.]+:\d+\] ",
     metric_prefixes=("trtllm_", "nv_trt_llm_", "nv_inference_"),
     gauges={
         "trtllm_num_requests_running": ("running", 1, "sum"), "trtllm_num_requests_waiting": ("waiting", 1, "sum"),

@@ -10,6 +10,11 @@ ENGINE = Engine(
     formats=("vllm",),
     keywords=("vllm serve", "vllm.entrypoints", "non-default args", "args: Namespace", "with config:",
               "Maximum concurrency", "Cudagraph", "SpecDecoding", "Prefix cache hit rate"),
+    launch=r"vLLM (?:API )?server version \S|^non-default args: |^args: Namespace\(",
+    process_start=r"Initializing (?:a V[01] |an )LLM engine \(v",
+    expects=("Avg prompt throughput", "non-default args:", "Maximum concurrency for", "GPU KV cache size",
+             "API server version", "LLM engine (v"),
+    shape=r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./<>-]+:\d+\] ",
     metric_prefixes=("vllm:",),
     gauges={
         "vllm:num_requests_running": ("running", 1, "sum"), "vllm:num_requests_waiting": ("waiting", 1, "sum"),
