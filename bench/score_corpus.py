@@ -71,7 +71,11 @@ def case_paths(case: dict) -> list[Path]:
     return [REAL / n for n in names]
 
 
-def _same(label, got) -> bool:
+def _same(label, got, key: str = "") -> bool:
+    if key == "model" and isinstance(label, str) and isinstance(got, str):
+        # a served path and the model it names are the same model: `…/models--Qwen--Qwen3-0.6B/snapshots/…`
+        from diagnose.values import model_id
+        return model_id(label).lower() == model_id(got).lower() or label.rstrip("/").lower() == got.rstrip("/").lower()
     if isinstance(label, bool) or isinstance(got, bool):
         return label == got
     if isinstance(label, (int, float)) and isinstance(got, (int, float)):
@@ -92,7 +96,7 @@ def compare_facts(labelled: dict, deployment: dict, engine_version: str | None) 
             other, conv = _BOOL_ALIASES[key]
             if deployment.get(other) is not None:
                 got = conv(deployment[other])
-        if _same(value, got):
+        if _same(value, got, key):
             right.append(key)
         else:
             wrong.append((key, value, got))

@@ -40,7 +40,7 @@ INT_FACTS = frozenset((
     "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_num_seqs",
     "max_num_batched_tokens", "max_model_len", "kv_cache_tokens", "num_gpu_blocks", "block_size",
     "tokens_per_block", "gpu_count", "world_size_logged", "cuda_graph_max_size", "gpus_per_node", "nodes",
-    "max_sessions", "max_queue_depth"))
+    "max_sessions", "max_queue_depth", "max_num_seqs_per_engine"))
 FLOAT_FACTS = frozenset((
     "gpu_memory_utilization", "max_concurrency", "gpu_memory_gib", "kv_cache_memory_gib",
     "weights_gib_per_gpu", "gpu_avail_at_start_gib", "available_gpu_mem_gib", "startup_seconds",

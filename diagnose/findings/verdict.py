@@ -83,6 +83,11 @@ def _decide(values: dict, findings: list) -> dict:
             return out("unknown", [f"a load sweep of {v['sweep_points_n']} load level(s): "
                                    + (f"knee at {knee}, limited by {v.get('sweep_limit') or 'unknown'}" if knee else "no knee by the rule")
                                    + "; give the server log of the run for a runtime verdict"], "load sweep")
+        if v.get("server_ready") and (v.get("requests_served") or 0) <= 2:
+            # Up, and (next to) nothing asked of it: idle. Without the ready line it stays unknown.
+            n = v.get("requests_served") or 0
+            return out("idle", [f"the server said it was ready and logged no engine stats; {n} request(s) in the log"
+                                + (": it served nothing" if not n else ": a test request or two")])
         stalled = ([f"the server never said it was ready: nothing was logged for {fmt(v['startup_silence_min'])} min "
                     f"before it was stopped; the last line before the silence: {v.get('startup_silence_after')}"]
                    if v.get("startup_silence_min") else [])
@@ -149,14 +154,23 @@ def _decide(values: dict, findings: list) -> dict:
         return out("client-bound", [run, wait, kv])
     if "decode-bound" in fired:
         return out("decode-bound", [f"{fmt(v.get('gen_tps_per_request'))} tokens/s per request", run, kv])
-    if config_bad:
-        return out("misconfigured", [f"`{i}`" for i in config_bad])
     # A handful running, none waiting, KV nearly empty: the offered load is the limit, whether or
-    # not every input the client-bound rule weighs is known. Never "healthy".
-    if ((v.get("waiting_max") or 0) == 0 and (v.get("running_mean") or 0) > 0 and v.get("kv_usage_p95") is not None
+    # not every input the client-bound rule weighs is known (a configuration finding is "also":
+    # it slows each request, it does not bound the load). Never "healthy".
+    jitter = ((v.get("waiting_nonzero_share") or 0) <= 0.1 and (v.get("waiting_run_max") or 0) <= 2
+              and (v.get("waiting_mean") or 0) < 0.5)    # a request or two waiting now and then (client-bound's rule)
+    # (A prefill node of a disaggregated deployment hands every request on: its `running` stays 0,
+    # its work is the prompts it prefills.)
+    working = (v.get("running_mean") or 0) > 0 or (v.get("node_role") == "prefill" and (v.get("prompt_tps_mean") or 0) > 0)
+    if (((v.get("waiting_max") or 0) == 0 or jitter) and working and v.get("kv_usage_p95") is not None
             and v["kv_usage_p95"] < 20 and not (v.get("prefill_time_share") or 0) >= 0.5 and not v.get("cpu_backend")
             and not (v.get("gen_tps_gain_per_load") or 1) < 0.6):
+        if v.get("node_role") == "prefill" and not (v.get("running_mean") or 0):
+            run = (f"a prefill node: each request is handed to the decode side (running stays 0); "
+                   f"prompt tokens/s mean {fmt(v.get('prompt_tps_mean'))}")
         return out("client-bound", [run, wait, kv])
+    if config_bad:
+        return out("misconfigured", [f"`{i}`" for i in config_bad])
     if failed:   # a server that crashed is not healthy, whatever its stats said before
         return out("unknown", [f"the engine failed ({', '.join(failed)}) after serving", run, wait], "failures")
     return out("healthy", [run, wait, kv])

@@ -5,10 +5,10 @@ from ..values import fmt, model_id
 
 BARS = "▁▂▃▄▅▆▇█"
 SUMMARY_FACTS = [
-    ("engine", "engine"), ("engine_version", "version"), ("model", "model"), ("dtype", "dtype"),
+    ("engine", "engine"), ("engine_version", "version"), ("model", "model"), ("node_role", "node role (disaggregated)"), ("dtype", "dtype"),
     ("tensor_parallel_size", "TP"), ("pipeline_parallel_size", "PP"), ("data_parallel_size", "DP"),
     ("gpu_count", "GPUs"), ("nodes", "nodes"), ("gpu_name", "GPU"), ("gpu_memory_gib", "GPU memory GiB"),
-    ("cuda_graphs", "CUDA graphs"), ("max_num_seqs", "max_num_seqs"),
+    ("cuda_graphs", "CUDA graphs"), ("max_num_seqs", "max_num_seqs"), ("max_num_seqs_per_engine", "max_num_seqs per engine"),
     ("max_num_batched_tokens", "max_num_batched_tokens"), ("gpu_memory_utilization", "gpu_memory_utilization"),
     ("kv_cache_dtype", "kv_cache_dtype"), ("prefix_caching", "prefix caching"),
     ("chunked_prefill", "chunked prefill"), ("quantization", "quantization"),
@@ -195,7 +195,10 @@ def input_warnings(inputs: list[dict]) -> list[str]:
             continue
         share = cov.get("share")
         seen = cov.get("understood_lines", 0) + cov.get("other_lines", 0)
-        if share is not None and share < LOW_SHARE and seen >= 5:
+        # A server's lines well read inside a job's other output (pip, banners, a client): no alarm;
+        # the foot of the report gives the regions.
+        wrapped = (cov.get("server_share") or 0) >= 0.8
+        if share is not None and share < LOW_SHARE and seen >= 5 and not wrapped:
             first = "; ".join(f"line {_n(e['line'])}: {e['text']}" for e in cov.get("other_examples", [])[:2])
             regs = regions_text({"regions": [r for r in cov.get("regions") or [] if r["kind"] != "other"]})
             out.append(f"{inp['path']}: only {round(share * 100)} % of its {_n(inp['lines'])} lines are in a format "
@@ -213,7 +216,7 @@ def input_warnings(inputs: list[dict]) -> list[str]:
 def nothing_read_hint(data: dict) -> str | None:
     """Said beside "No findings" when most of an input was not read: what that means, what to try."""
     low = [i for i in data.get("inputs") or [] if (i.get("coverage") or {}).get("share") is not None
-           and i["coverage"]["share"] < LOW_SHARE]
+           and i["coverage"]["share"] < LOW_SHARE and (i["coverage"].get("server_share") or 0) < 0.8]
     if not low:
         return None
     names = ", ".join(i["path"] for i in low)

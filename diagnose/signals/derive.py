@@ -400,6 +400,10 @@ def _events(ev: Evidence, v: dict) -> None:
     if parts:
         v["startup_breakdown"] = ", ".join(parts)
     v["warmup_logged"] = any(ev.has_event(k) for k in ("startup_init", "startup_compile", "startup_load", "cuda_graph_capture"))
+    # Ready and stopped (or cut) without stats: how many requests the log shows it served.
+    ready = ev.first_event("server_ready")
+    v["server_ready"] = ready is not None
+    v["requests_served"] = (v["access_lines"] - v["access_probe_lines"]) + v["request_lines"] if ready is not None else None
     # A long silence the stop ended, where the server never said it was ready: a stalled start-up.
     quiet = ev.first_event("quiet_before_stop")
     if quiet is not None and not ev.has_event("server_ready") and not ev.stats_rows:
@@ -553,6 +557,19 @@ def _runtime(ev: Evidence, s: Signals) -> None:
                 s.key_stats[name] = {"mean": 0.0, "std": 0.0, "n": len(x), "p50": 0.0, "p95": 0.0}
         return
     v["all_idle"] = False
+    # Bursts at the cap, over every busy sample: running and waiting are gauges, true at the moment
+    # of the line (unlike the rates of a first sample after idle, which it dilutes), and a burst
+    # that the next interval drains shows only there. Two or more samples with the batch at its
+    # cap and a queue of at least 5 % of the cap (not one or two arrivals' jitter): a burst-capped server.
+    cap = v.get("max_num_seqs_per_engine") or v.get("max_num_seqs")
+    if cap:
+        at_cap = [(df["waiting"][i] or 0.0) for i in busy_idx
+                  if df["rank_running_max"][i] is not None and df["rank_running_max"][i] >= _cap_floor(cap)
+                  and (df["waiting"][i] or 0) >= 1]
+        v["capped_waiting_samples"] = len(at_cap)
+        v["capped_waiting_burst"] = len(at_cap) >= 2 and statistics.fmean(at_cap) >= max(2.0, 0.05 * float(cap))
+        if at_cap:
+            v["capped_waiting_peak"] = max(at_cap)
     # Steady window: busy samples, minus the first sample after each idle stretch (the interval
     # it averages was partly idle) when enough samples remain.
     keep = []
@@ -684,7 +701,7 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     # "At the same time" is judged per sample: an episode (consecutive samples) of requests
     # waiting while the batch sits at its cap counts even when window means dilute it; a lone
     # sample with a request or two waiting is arrival jitter.
-    cap = v.get("max_num_seqs")
+    cap = v.get("max_num_seqs_per_engine") or v.get("max_num_seqs")
     if cap and waiting:
         flags = [r is not None and w is not None and w >= 1 and r >= _cap_floor(cap)
                  for r, w in zip(st["rank_running_max"], st["waiting"])]
@@ -720,7 +737,7 @@ def _runtime(ev: Evidence, s: Signals) -> None:
         v["decode_tps_per_sequence"] = round(_quantile(pure or mixed, 0.9), 2)
     rmax = v["running_max"] or 0
     v["running_plateau_share"] = round(_share([x >= rmax * 0.95 for x in run]), 3) if rmax else None
-    cap = v.get("max_num_seqs")
+    cap = v.get("max_num_seqs_per_engine") or v.get("max_num_seqs")
     v["running_at_cap_share"] = round(_share([x >= _cap_floor(cap) for x in rank_run]), 3) if cap and rank_run else None
     km = v["kv_usage_mean"]
     if km is not None and km > 0:

@@ -29,8 +29,11 @@ SHARED = "shared"
 # (uvicorn access, NCCL, Python warnings, PyTorch's own C++ log lines `[W1028 14:02:15.5 File.cpp:981]`)
 # uvicorn's own lines (`INFO:     Started server process`), UCX's, torch.distributed's Gloo, and whatever an engine's process
 # prints under its `(APIServer pid=1)` prefix (stripped before the shapes are tried: `_PREFIX`).
-_SHARED = (r"INFO: +[\w.:\[\]-]+:\d+ - \"[A-Z]+ |^INFO: {2,}\S|NCCL (?:INFO|WARN)|UCX +(?:WARN|ERROR|INFO)|^\[Gloo\] "
-           r"|(?<!\w)[A-Za-z_]\w*Warning: |^\s*warnings\.warn\(|^(?:\[rank\d+\]:)?\[[WIEF]\d{4} \d\d:\d\d:\d\d\.\d+ ")
+_SHARED = (r"INFO: +[\w.:\[\]-]+:\d+ - \"[A-Z]+ |^INFO: {2,}\S|NCCL (?:INFO|WARN)|UCX +(?:WARN|ERROR|INFO)"
+           r"|(?<!\w)[A-Za-z_]\w*Warning: |^\s*warnings\.warn\(|^(?:\[rank\d+\]:)?\[[WIEF]\d{4} \d\d:\d\d:\d\d\.\d+ "
+           # glog (C++ libraries in the engine's process: Mooncake, NIXL, Triton), ROCm's aiter and friends
+           r"|^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.]+:\d+\] |^WARNING: Logging before InitGoogleLogging"
+           r"|^\[(?:aiter|Gloo|c10d|transformers|flashinfer|quark|torch|ROCm|HIP)\] ")
 # What collectors and process managers put before a line: ANSI colour, a compose service, an RFC
 # 3339 stamp, `(Name pid=N)` process prefixes, DDP's `[rank0]: `.
 _PREFIX = re.compile(r"^(?:\x1b\[[0-9;]*[A-Za-z])*(?:[A-Za-z0-9][\w.-]*?[-_]\d+\s+\| )?"
@@ -100,6 +103,11 @@ class Coverage:
         self.envelope = None                # lines were JSON records (docker json-file, …)
         self.markdown = 0                   # lines of no known kind shaped as Markdown (a document)
         self._prev = None
+        # Between an engine's first and last line: what was read there (a wrapper around a
+        # server's log lowers the file's share, not how well the server's own lines were read).
+        self.span_known = self.span_other = 0
+        self._pend_known = self._pend_other = 0
+        self._engine_seen = False
 
     # -- filling ------------------------------------------------------------------------
     def line(self, n: int, kind: str | None, text: str = "") -> None:
@@ -112,6 +120,7 @@ class Coverage:
                 kind = self._prev = prev        # a warning's or a traceback's continuation line
         if kind is None:
             self.other += 1
+            self._pend_other += 1
             if _MARKDOWN.match(text):
                 self.markdown += 1
             if len(self.other_examples) < EXAMPLES:
@@ -120,6 +129,15 @@ class Coverage:
             self._run = (n, n, 1) if r is None else (r[0], n, r[2] + 1)
             return
         self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+        self._pend_known += 1
+        if kind in ENGINE_KINDS:
+            if self._engine_seen:
+                self.span_known += self._pend_known
+                self.span_other += self._pend_other
+            else:
+                self.span_known += 1
+            self._engine_seen = True
+            self._pend_known = self._pend_other = 0
         fam = family(kind)
         r, self._run = self._run, None
         cur = self.regions[-1] if self.regions else None
@@ -186,6 +204,12 @@ class Coverage:
         total = self.understood + self.other
         return self.understood / total if total else None
 
+    @property
+    def server_share(self) -> float | None:
+        """The share read between an engine's first and last line (None without engine lines)."""
+        total = self.span_known + self.span_other
+        return self.span_known / total if total and self._engine_seen else None
+
     def engine_lines(self) -> int:
         return sum(self.by_kind.get(k, 0) for k in ENGINE_KINDS)
 
@@ -194,6 +218,7 @@ class Coverage:
         return {
             "understood_lines": self.understood, "other_lines": self.other, "blank_lines": self.blank,
             "share": None if share is None else round(share, 4),
+            "server_share": None if self.server_share is None else round(self.server_share, 4),
             "by_kind": dict(sorted(self.by_kind.items(), key=lambda kv: -kv[1])),
             "regions": [{"kind": k, "first_line": a, "last_line": b, "lines": c} for k, a, b, c in self.regions],
             "unread_engine_lines": self.unread,

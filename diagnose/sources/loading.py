@@ -290,6 +290,7 @@ def _lines(inp: Input, first: bytes, blocks, year, into, sniffing: bool, started
 
 def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bool, big: bool, fmt_kw) -> None:
     piece = st.piece
+    enveloped = False
     # A parser in the middle of a dump a paste wrapped over several lines takes the line whole.
     if st.region is None and piece.followers and piece.wants_more():
         for p in piece.followers:
@@ -308,7 +309,7 @@ def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bo
         # request lines were counted already.
         if big and not keyword and (REQUEST_BYTES.search(text.encode("utf-8", "replace")) or ACCESS_BYTES.search(text.encode("utf-8", "replace"))):
             return
-    if text[:1] == "{" or text[:2] == " {":
+    if text[:1] == "{" or text[:2] == " {" or (text[:1] == "[" and text[-1:] == "}" and '] {"' in text[:40]):
         obj = json_lines.decode(text)
         if obj is not None:
             env = json_lines.envelope(obj)
@@ -325,6 +326,7 @@ def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bo
             if iso and not text.startswith(iso[:10]):
                 text = f"{iso} {text}"
             keyword = True
+            enveloped = True
     before = not st.piece.launched
     if not keyword:
         for r in st.readers:
@@ -364,7 +366,10 @@ def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bo
     e = expected_by(line.msg)
     if e is not None:
         cov.unread_line(n, e, line.raw)
-    cov.line(n, ENGINE_OF_FMT.get(line.fmt) if line.fmt else classify(line.raw), line.raw)
+    # A header alone: the engine's line (Triton's glog header is any glog user's: shared unless read).
+    kind = classify(line.raw) if line.fmt in (None, "triton") else ENGINE_OF_FMT.get(line.fmt)
+    # a structured logger's record is a known format whatever its message says
+    cov.line(n, kind or ("shared" if line.fmt else "json" if enveloped else None), line.raw)
 
 
 class _Sampler:

@@ -48,6 +48,10 @@ class Engine:
     # found anywhere in a raw line (for lines the parsers never see).
     expects = ()
     shape = None                # regex source
+    # An orderly stop in its own words (engines/common.py: errors after it are the stop's, not a
+    # crash), and literal text each of those lines holds.
+    stopping = None             # regex source
+    stop_hints = ()
     # Prometheus: metric-name prefixes that say which engine a scrape is from, and its metrics by
     # kind, in the shapes sources/prometheus.py documents for each table
     metric_prefixes = ()

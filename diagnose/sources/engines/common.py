@@ -10,6 +10,7 @@ import zlib
 from ...evidence.model import Evidence
 from ...redact import redact
 from ..readers.lineprefix import Line
+from . import ENGINES
 
 NCCL = re.compile(r"^(?P<host>[\w.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL (?P<lvl>INFO|WARN) (?P<text>.*)")
 # The line shapes the readers count rather than parse on a big log (segments.py): declared once
@@ -44,9 +45,17 @@ RAY_CLUSTER = re.compile(r"Connecting to existing Ray cluster|Started a local Ra
 # The last line of an uncaught exception (`ValueError: …`, `torch.AcceleratorError: …`,
 # `KeyboardInterrupt`), after a traceback; DDP prefixes `[rankN]: ` to each line of it.
 EXC_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Interrupt|Exit))(?::|\s*$)")
-# The operator (or the orchestrator) stopping the server: what fails after it is not a crash.
-STOP = re.compile(r"^(?:\[rank\d+\]:\s*)?KeyboardInterrupt\s*$|[Rr]eceived (?:signal )?SIG(?:INT|TERM)\b|Caught SIG(?:INT|TERM)"
-                  r"|signal (?:SIGINT|SIGTERM|2|15)\b|^Shutting down\b|^Aborted!?\s*$|^Terminated\s*$|Stopping (?:the )?server")
+# The operator (or the orchestrator) stopping the server: what fails after it is not a crash. The
+# wordings every process writes (Ctrl-C, a signal, uvicorn's shutdown, Slurm cancelling the job or
+# its time limit, a wrapper's `exit code 0`), then each engine's own (engines/<name>: `stopping`).
+STOP = re.compile("|".join([
+    r"^(?:\[rank\d+\]:\s*)?KeyboardInterrupt\s*$|[Rr]eceived (?:signal )?SIG(?:INT|TERM)\b|Caught SIG(?:INT|TERM)",
+    r"signal (?:SIGINT|SIGTERM|2|15)\b|^Shutting down\b|^Aborted!?\s*$|^Terminated\s*$|Stopping (?:the )?server",
+    r"\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT\b|\b(?:[Ee]xit(?:ed)? (?:with )?(?:code|status)|Return code)[ =:]+0\b",
+] + [f"(?:{e.stopping})" for e in ENGINES.values() if e.stopping]))
+# Literal text one of the STOP wordings holds: the regex runs only where one is.
+STOP_HINTS = ("Interrupt", "SIG", "ignal", "Shutting", "Abort", "Termin", "Stopping", "shutdown", "CANCELLED", "xit", "eturn code",
+              *(h for e in ENGINES.values() for h in e.stop_hints))
 # An error answered to one request: the server goes on serving.
 REQUEST_ERROR = re.compile(r"Exception in ASGI application|Error in preprocessing prompt inputs|Error in (?:chat )?completion"
                            r"|Error in request|Error with model|Error in serving|Failed to (?:process|handle) request")
@@ -154,8 +163,7 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
         lifecycle(ev, src).request_error = n
         ev.add_event("request_error", src, n, lambda: redact(line.raw), when)
         return True
-    if ("Interrupt" in msg or "SIG" in msg or "ignal" in msg or "Shutting" in msg or "Abort" in msg or "Termin" in msg or "Stopping" in msg) \
-            and STOP.search(msg):
+    if any(h in msg for h in STOP_HINTS) and STOP.search(msg):
         life = lifecycle(ev, src)
         if not life.stopping:
             ev.add_event("stop_requested", src, n, line.raw, when)

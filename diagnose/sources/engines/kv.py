@@ -107,6 +107,13 @@ def _split_missing_comma(part: str) -> list[str]:
 def parse_dict(text: str) -> dict:
     """A python dict repr → dict; falls back to top-level `'key': value` pairs if it has reprs."""
     text = text.strip()
+    if text.startswith("{") and text.endswith("}") and ('": ' in text or '":' in text):
+        try:        # JSON (sglang-diffusion's `server_args: {"model_path": …, "trust_remote_code": false}`)
+            d = json.loads(text)
+            if isinstance(d, dict):
+                return d
+        except (ValueError, RecursionError):
+            pass
     try:
         # Only a whole dict can be one literal: a cut one (a line a paste or a buffer truncated)
         # went through compile() for nothing, 0.2 s a megabyte.

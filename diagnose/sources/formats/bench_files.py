@@ -134,8 +134,11 @@ def _num(x) -> float | None:
             x = float(x)
         except ValueError:
             return None
-    if isinstance(x, (int, float)) and math.isfinite(x):
-        return float(x)
+    try:
+        if isinstance(x, (int, float)) and math.isfinite(x):
+            return float(x)
+    except OverflowError:       # an int of 400 digits: no float holds it, no measurement is that big
+        return None
     return None
 
 

@@ -10,17 +10,24 @@
 from __future__ import annotations
 
 import json
+import re
 
 MESSAGE_KEYS = ("log", "message", "msg", "MESSAGE", "text")
 TIME_KEYS = ("time", "timestamp", "ts", "@timestamp", "asctime", "__REALTIME_TIMESTAMP")
 MAX_LINE = 1 << 20      # a JSON line longer than this is not decoded (bounded work per line)
+_TAG = re.compile(r"\[[A-Za-z][\w-]{0,30}\] (?=\{\")")
 
 
 def decode(text: str):
-    """The object a JSON line holds, or None."""
+    """The object a JSON line holds (after a short tag such as NVIDIA Dynamo's `[DYNAMO] `), or None."""
     s = text.strip()
-    if not (s.startswith("{") and s.endswith("}")) or len(s) > MAX_LINE:
+    if not s.endswith("}") or len(s) > MAX_LINE:
         return None
+    if not s.startswith("{"):
+        m = _TAG.match(s)       # a bare tag only: a log header before a dict is a log line
+        if not m:
+            return None
+        s = s[m.end():]
     try:
         obj = json.loads(s)
     except (ValueError, RecursionError):

@@ -36,9 +36,11 @@ SHARED_KEYWORDS = [
     "capacity of", "Speculative metrics", "Uvicorn running", "--", "reserved number of GPUs",
     # DCGM exporter's own log
     "DCP metrics", "metric not enabled",
+    # a scheduler's or a wrapper's end of the job
+    "CANCELLED", "exit code", "exit status", "xited with", "Return code",
 ]
 # ... and each line format's (formats/): the lines that open a `dmon` capture, a scrape, a result block.
-GREP_KEYWORDS = list(dict.fromkeys(SHARED_KEYWORDS + [k for e in ENGINES.values() for k in e.keywords]
+GREP_KEYWORDS = list(dict.fromkeys(SHARED_KEYWORDS + [k for e in ENGINES.values() for k in (*e.keywords, *e.stop_hints)]
                                    + list(FORMAT_KEYWORDS)))
 
 _KW = re.compile(b"|".join(re.escape(k.encode()) for k in GREP_KEYWORDS))

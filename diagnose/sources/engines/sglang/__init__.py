@@ -10,10 +10,13 @@ ENGINE = Engine(
     formats=("sglang",),
     keywords=("batch", "#running-req", "Receive: obj=", "ServerArgs", "server_args", "Load weight", "max_total_num_tokens",
               "Capture cuda graph", "fired up", "retract", "Not enough memory", "hit an exception", "sigquit",
-              "sglang"),
-    launch=r"server_args=(?:ServerArgs\(|\{)",
+              "sglang", "Health check failed", "SGLang Version", "SGLang version"),
+    launch=r"server_args(?:=|: )(?:ServerArgs\(|\{)",
     expects=("Decode batch", "Prefill batch", "server_args=", "#running-req"),
-    shape=r"\[(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z][A-Z_]*\d+)*\] ",
+    shape=r"\[(?:\d{4}-\d\d-\d\d |\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z][A-Z_]*\d+)*\] ",
+    # its SIGTERM handler: `Gracefully exiting... Remaining number of requests 0`
+    stopping=r"^Gracefully exiting\.\.\.",
+    stop_hints=("Gracefully",),
     metric_prefixes=("sglang:", "sglang_"),
     gauges={
         "sglang:num_running_reqs": ("running", 1, "sum"), "sglang:num_queue_reqs": ("waiting", 1, "sum"),

@@ -13,7 +13,7 @@ from ....redact import redact
 from ..common import dispatch, note_alive, note_failure, note_launch, note_prompt_field
 from ...readers.lineprefix import Line, peel
 
-SERVER_ARGS = re.compile(r"(?:server_args=)?`?ServerArgs\((?P<body>.*)$|server_args=(?P<dict>\{.*)$")
+SERVER_ARGS = re.compile(r"(?:server_args=)?`?ServerArgs\((?P<body>.*)$|server_args(?:=|: )(?P<dict>\{.*)$")
 BATCH = re.compile(r"^(?:(?P<kind>Prefill|Decode) batch(?:\(mixed[^)]*\))?(?: ?\[\d+\])?[.,] |(?P<old>new fill batch\. )|(?=#running-req: ))")
 # Key lengths bounded ({0,80}): unbounded, a long batch line without `: ` took quadratic time
 # (a 300 KB damaged line: minutes).
@@ -42,6 +42,11 @@ PREFILL_AS_SAMPLES_BELOW = 6
 # character, quadratic on a long line of spaces.
 GRAPH_OFF = re.compile(r"Cuda graph is disabled because of using (?P<why>.*\S)")
 NOT_ENOUGH = re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static")
+# The HTTP server's watchdog: the scheduler or detokenizer stopped answering (a hang). Once is a
+# stall; twice or more with no batch after the first, and the engine is gone (parser's finish).
+HEALTH_FAIL = re.compile(r"Health check failed\. Server couldn't get a response from (?P<who>\w+)")
+# The version as a container banner (NGC's SGLang image) or `python -m sglang.version` prints it.
+VERSION = re.compile(r"^SGLang [Vv]ersion:? v?(?P<v>\d+\.\d[\w.+\-]*)")
 CRASH = re.compile(r"Scheduler hit an exception|Received sigquit from a child process|TpModelWorkerClient hit an exception|Exception in run_scheduler_process|detokenizer.*hit an exception")
 CMDLINE = re.compile(r"sglang\.launch_server\b(?P<args>.*)$")
 NCCL_VER = re.compile(r"sglang is using nccl==(?P<v>[\d.]+)")
@@ -78,6 +83,9 @@ class SglangParser:
         self._last_decode = None
         self._decode_seen = False
         self._decode_rows = 0
+        self.loads: dict = {}           # ("main"/"draft", rank tags) → weights GB it loaded
+        self._health_fail: list = []    # (line, time) of each failed health check
+        self._last_batch = 0            # line number of the last batch line
         self._prefill_rows: list = []     # prefill lines as samples of the gauges, kept aside
 
     # -- continuation of a wrapped dump ------------------------------------------------
@@ -89,6 +97,11 @@ class SglangParser:
 
     def finish(self, ev: Evidence) -> None:
         self._dump.finish(ev)
+        hung = self._health_fail
+        if len(hung) >= 2 and self._last_batch < hung[0][0].lineno:
+            line, when = hung[0]
+            note_failure(ev, "engine_dead", line, when)
+            ev.add_event("engine_hang", line.source, line.lineno, line.raw, when, checks=len(hung))
         # Decode lines come every N decode steps: a run that is mostly prefill (a burst of long
         # prompts) may leave one or two. Then the prefill lines are the samples of running,
         # queue and KV usage, beside those decode lines.
@@ -114,6 +127,7 @@ class SglangParser:
         if "batch" in msg[:30] or msg.startswith("#running-req"):
             m = BATCH.match(msg)
             if m:
+                self._last_batch = line.lineno
                 self._batch(m, msg, line, ev, when)
                 return True
         m = SERVER_ARGS.search(msg)
@@ -161,6 +175,9 @@ class SglangParser:
                 ev.set_fact("max_num_batched_tokens", c, src, n, excerpt(raw, "chunked_prefill_size"))
         if d.get("speculative_algorithm"):
             ev.set_fact("speculative", True, src, n, excerpt(raw, "speculative_algorithm"))
+        if d.get("disaggregation_mode") in ("prefill", "decode"):
+            # a prefill/decode disaggregated node: which half of the work it does
+            ev.set_fact("node_role", d["disaggregation_mode"], src, n, excerpt(raw, "disaggregation_mode"))
         for k, default in (("tp_size", 1), ("dp_size", 1), ("pp_size", 1)):
             if k not in d and "model_path" in d:
                 ev.set_fact(FACT_KEYS[k], default, src, n, "(SGLang default)", override=False)
@@ -237,11 +254,21 @@ class SglangParser:
 
     # -- one-regex lines -------------------------------------------------------------
     def _load_end(self, m, line, ev, when):
+        # One line per rank, and with speculative decoding one more per rank for the draft model
+        # (`type=…NextN`, `…Eagle…`): the target's weights are the first type's; a draft's add to them.
+        arch = ev.fact("architecture")
+        draft = m.group("type") and arch is not None and m.group("type") != arch
         if m.group("usage"):
-            ev.set_fact("weights_gib_per_gpu", float(m.group("usage")), line.source, line.lineno, line.raw)
+            key = ("draft", line.tags or "") if draft else ("main", line.tags or "")
+            if key not in self.loads:
+                self.loads[key] = float(m.group("usage"))
+                mains = [x for (k, _), x in self.loads.items() if k == "main"]
+                drafts = [x for (k, _), x in self.loads.items() if k == "draft"]
+                w = max(mains) if mains else 0.0
+                ev.set_fact("weights_gib_per_gpu", round(w + (max(drafts) if drafts else 0.0), 2), line.source, line.lineno, line.raw)
         if m.group("dtype"):
             ev.set_fact("dtype", m.group("dtype"), line.source, line.lineno, line.raw, override=False)
-        if m.group("type"):
+        if m.group("type") and not draft:
             ev.set_fact("architecture", m.group("type"), line.source, line.lineno, line.raw)
         q = LOAD_QUANT.search(line.msg)     # newer builds: "quant=fp8, fmt=e4m3" (the checkpoint's own)
         if q and ev.fact("quantization") in (None, "None", ""):
@@ -268,7 +295,14 @@ class SglangParser:
         ev.set_fact("kv_cache_tokens", int(m.group("n")), src, n, raw)
         rest = dict(re.findall(r"(\w+)=([\d.]+)", m.group("rest")))
         if "max_running_requests" in rest:
-            ev.set_fact("max_num_seqs", int(float(rest["max_running_requests"])), src, n, raw)
+            # One scheduler's share: with DP attention `--max-running-requests` is split over the DP
+            # ranks (2048 → 256 each). The flag's value stays the fact; each rank's cap is its own.
+            # (Left to SGLang, each rank sizes its own: the log's number is the cap.)
+            per = int(float(rest["max_running_requests"]))
+            if ev.fact("max_num_seqs") is None:
+                ev.set_fact("max_num_seqs", per, src, n, raw)
+            if per != ev.fact("max_num_seqs"):
+                ev.set_fact("max_num_seqs_per_engine", per, src, n, raw)
         if "context_len" in rest:
             ev.set_fact("max_model_len", int(float(rest["context_len"])), src, n, raw)
         if "chunked_prefill_size" in rest:
@@ -312,6 +346,13 @@ class SglangParser:
     def _not_enough(self, m, line, ev, when):
         ev.add_event("kv_capacity_error", line.source, line.lineno, line.raw, when)
 
+    def _version(self, m, line, ev, when):
+        self.version = m.group("v")
+        ev.set_fact("engine_version", m.group("v"), line.source, line.lineno, line.raw, override=False)
+
+    def _health(self, m, line, ev, when):
+        self._health_fail.append((line, when))
+
     def _crash(self, m, line, ev, when):
         note_failure(ev, "engine_dead", line, when)
 
@@ -326,7 +367,7 @@ class SglangParser:
     _simple = [
         (LOAD_END, _load_end), (LOAD_BEGIN, _load_begin), (KV_ALLOC, _kv_alloc), (KV_DTYPE, _kv_dtype),
         (MAX_TOTAL, _max_total), (GRAPH_BS, _graph_bs), (GRAPH_END, _graph_end), (READY, _ready),
-        (RETRACT, _retract), (POOL_OOM, _pool_oom), (GRAPH_OFF, _graph_off), (NOT_ENOUGH, _not_enough), (CRASH, _crash),
+        (RETRACT, _retract), (POOL_OOM, _pool_oom), (GRAPH_OFF, _graph_off), (NOT_ENOUGH, _not_enough), (HEALTH_FAIL, _health), (VERSION, _version), (CRASH, _crash),
         (CMDLINE, _cmdline), (NCCL_VER, _nccl),
     ]
 

@@ -9,12 +9,16 @@ ENGINE = Engine(
     name="trtllm",
     header=header.match,
     formats=("trtllm", "triton"),
-    keywords=("TensorRT-LLM", "TRT-LLM", "[TRT]", "Active Request Count", "iterLatencyMS", "Free KV cache"),
+    keywords=("TensorRT-LLM", "TRT-LLM", "[TRT]", "Active Request Count", "iterLatencyMS", "Free KV cache"),  # (MODEL_DIR's lines hold "TRT-LLM")
     # extra_llm_api_options / SKU profiles, and /metrics IterationStats dumps
     file_markers=(b"TensorRT", b"kv_cache_config", b"iterLatencyMS", b"Active Request Count"),
     process_start=r"TensorRT[- ]LLM version: \d",
     expects=("elapsed_time = ",),
-    shape=r"\[TensorRT-LLM\]\[[A-Z]+\]|\[TRT(?:-LLM)?\] (?:\[(?:MPI_Rank|RANK) \d+\] )?\[[A-Z]\]|^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.]+:\d+\] ",
+    # (Triton's glog header is every glog user's — Mooncake's, NCCL plugins' —: not proof alone)
+    shape=r"\[TensorRT-LLM\]\[[A-Z]+\]|\[TRT(?:-LLM)?\] (?:\[(?:MPI_Rank|RANK) \d+\] )?\[[A-Z]\]|^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ (?:libtensorrtllm|model_lifecycle|python_be|tensorrt_llm)[\w.]*:\d+\] ",
+    # NVIDIA Dynamo's TensorRT-LLM workers: `[TensorRTLLMWorker:1] Received signal 15, initiating graceful shutdown`
+    stopping=r"initiating graceful shutdown",
+    stop_hints=("graceful",),
     metric_prefixes=("trtllm_", "nv_trt_llm_", "nv_inference_"),
     gauges={
         "trtllm_num_requests_running": ("running", 1, "sum"), "trtllm_num_requests_waiting": ("waiting", 1, "sum"),

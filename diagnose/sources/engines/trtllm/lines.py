@@ -48,6 +48,9 @@ ARG = re.compile(r"""['"]?\b(?P<k>tensor_parallel_size|pipeline_parallel_size|mo
 ARG_FACTS = {"tensor_parallel_size": "tensor_parallel_size", "pipeline_parallel_size": "pipeline_parallel_size",
              "moe_expert_parallel_size": "expert_parallel_size", "max_batch_size": "max_num_seqs",
              "max_num_tokens": "max_num_batched_tokens", "max_seq_len": "max_model_len", "gpus_per_node": "gpus_per_node"}
+# The checkpoint's folder, where no argument names the model: the PyTorch backend prefetching its
+# shards, or failing to find a generation config beside them.
+MODEL_DIR = re.compile(r"Prefetching (?P<m>\S+?)/[^/\s]+\.safetensors to memory|Failed to load hf generation config from (?P<n>[^,\s]+),")
 ERROR = re.compile(r"(?:Assertion failed|RuntimeError|CUDA runtime error|Executor worker returned error|Encountered an error in forward)")
 
 # `TRTGptModel <key>` → normalized facts
@@ -293,13 +296,16 @@ class TrtllmParser:
         if line.level in ("ERROR", "E"):
             note_failure(ev, "engine_dead", line, when)
 
+    def _model_dir(self, m, line, ev, when):
+        ev.set_fact("model", (m.group("m") or m.group("n")).rstrip("/"), line.source, line.lineno, line.raw, override=False)
+
     _simple = [
         (ENGINE_VERSION, _version), (MPI, _mpi), (CAPACITY, _capacity), (CHUNKING, _chunking),
         (ENGINE_SIZE, _engine_size), (MEM_CALC, _mem_calc), (BLOCKS, _blocks_fn), (TPB, _tpb_fn),
         (KV_ALLOC, _kv_alloc), (PAGED_TOKENS, _paged), (PYT_LIMITS, _pyt_limits), (PYT_PEAK, _pyt_peak),
         (KV_DTYPE, _kv_dtype), (TP_INTRA, _intra), (NOT_SPECIFIED, _not_specified),
         (MEM_CHANGE, _mem_change), (VERSION_BANNER, _banner), (QUANT_ALGO, _quant_algo),
-        (re.compile(r"\bLLM Args:\s*$"), _args_marker), (ERROR, _error),
+        (re.compile(r"\bLLM Args:\s*$"), _args_marker), (MODEL_DIR, _model_dir), (ERROR, _error),
     ]
 
 

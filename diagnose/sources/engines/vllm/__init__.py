@@ -15,6 +15,9 @@ ENGINE = Engine(
     expects=("Avg prompt throughput", "non-default args:", "Maximum concurrency for", "GPU KV cache size",
              "API server version", "LLM engine (v"),
     shape=r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./<>-]+:\d+\] ",
+    # V1 from ~0.2x: `[shutdown] EngineCore: trigger received signal=SIGTERM`, then its EngineDeadError
+    stopping=r"\[shutdown\] (?:EngineCore: trigger received signal=|API server: shutdown triggered)",
+    stop_hints=("[shutdown]",),
     metric_prefixes=("vllm:",),
     gauges={
         "vllm:num_requests_running": ("running", 1, "sum"), "vllm:num_requests_waiting": ("waiting", 1, "sum"),

@@ -33,11 +33,17 @@ MAX_LEN = re.compile(r"Using max model len (?P<n>\d+)")
 CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(?P<n>\d+)")
 BLOCKS = re.compile(r"(?:# )?(?:GPU|CUDA|cuda|rocm|cpu|xpu|tpu) blocks: (?P<n>\d+), # CPU blocks: (?P<c>\d+)")
 MAX_CONC = re.compile(r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: (?P<x>[\d.]+)x?")
-KV_SIZE = re.compile(r"GPU KV cache size: (?P<n>[\d,]+) tokens")
+# `GPU KV cache size: 131,200 tokens` (the CPU backend says `CPU KV cache size`); newer builds put
+# the maximum concurrency on the same line.
+KV_SIZE = re.compile(r"(?:GPU|CPU|NPU|XPU|TPU) KV cache size: (?P<n>[\d,]+) tokens")
 KV_MEM = re.compile(r"Available KV cache memory: (?P<g>[\d.]+) GiB")
 KV_RESERVED = re.compile(r"model weights take (?P<w>[\d.]+)GiB;.*reserved for KV Cache is (?P<kv>[\d.]+)GiB")
 TOTAL_MEM = re.compile(r"total_gpu_memory \((?P<t>[\d.]+)GiB\) x gpu_memory_utilization \((?P<u>[\d.]+)\)")
 PROFILE_1L = re.compile(r"Memory profiling results: total_gpu_memory=(?P<t>[\d.]+)GiB.*kv_cache_size=(?P<kv>[\d.]+)GiB gpu_memory_utilization=(?P<u>[\d.]+)")
+# The fraction in use, said by the engine itself (V1 0.21+), whatever the default of the version.
+GMU_STATED = re.compile(r"current --gpu-memory-utilization=(?P<u>[\d.]+) is equivalent|Desired GPU memory utilization is \((?P<v>[\d.]+), ")
+# `--kv-cache-memory-bytes` given: the KV cache is that size whatever memory is free (0.12+).
+KV_PINNED = re.compile(r"Initial free memory (?P<free>[\d.]+) GiB, reserved (?P<kv>[\d.]+) GiB for KV Cache as specified by kv_cache_memory_bytes")
 WEIGHTS = re.compile(r"(?:Loading model weights took|Model loading took) (?P<g>[\d.]+) (?:GiB|GB)(?: memory)?(?: and (?P<s>[\d.]+) seconds)?")
 CAPTURE_ON = re.compile(r"Capturing (?:the model for CUDA graphs|cudagraphs for decoding)|Capturing CUDA graphs")
 CAPTURE_DONE = re.compile(r"Graph capturing finished in (?P<s>\d+) secs?(?:, took (?P<g>[\d.]+) GiB)?")
@@ -248,6 +254,9 @@ class VllmParser:
             ev.set_fact("v1_engine", m.group("v") == "V1", src, n, raw)
         elif "v1/engine" in raw or "core.py" in raw:
             ev.set_fact("v1_engine", True, src, n, raw)
+        if ev.fact("v1_engine") is False or (not m.group("v") and "llm_engine.py" in raw):
+            # V0 serves one replica per engine: no data parallelism
+            ev.set_fact("data_parallel_size", 1, src, n, "(V0 engine: no data parallelism)", override=False)
         text = m.group("body").rstrip()
         if text.endswith(")") and text.count(")") > text.count("("):
             text = text[:-1]    # v0.4–v0.6.3 close the dump with `)`
@@ -338,6 +347,9 @@ class VllmParser:
 
     def _kv_size(self, m, line, ev, when):
         self._capacity("kv_cache_tokens", int(m.group("n").replace(",", "")), line, ev)
+        c = MAX_CONC.search(line.msg, m.end())
+        if c:
+            self._max_conc(c, line, ev, when)
 
     def _kv_mem(self, m, line, ev, when):
         ev.set_fact("kv_cache_memory_gib", float(m.group("g")), line.source, line.lineno, line.raw)
@@ -353,6 +365,26 @@ class VllmParser:
     def _profile(self, m, line, ev, when):
         self._total_mem(m, line, ev, when)
         ev.set_fact("kv_cache_memory_gib", float(m.group("kv")), line.source, line.lineno, line.raw)
+
+    def _kv_pinned(self, m, line, ev, when):
+        src, n, raw = line.source, line.lineno, line.raw
+        ev.set_fact("kv_cache_memory_gib", float(m.group("kv")), src, n, raw)
+        ev.set_fact("kv_cache_memory_pinned", True, src, n, raw)
+        free, w = float(m.group("free")), ev.fact("weights_gib_per_gpu")
+        if isinstance(w, (int, float)):
+            # what the pinned cache leaves unused on the GPU (activations and graphs aside)
+            ev.set_fact("available_gpu_mem_gib", round(free - w - float(m.group("kv")), 1), src, n,
+                        f"{raw} (free {free} GiB − weights {w} GiB − KV {m.group('kv')} GiB)", override=False)
+
+    def _gmu_stated(self, m, line, ev, when):
+        ev.set_fact("gpu_memory_utilization", float(m.group("u") or m.group("v")), line.source, line.lineno, line.raw)
+        if m.group("v"):        # the start-up memory check: also says the GPU's free and total memory
+            self._free_mem_line(line, ev, when)
+
+    def _free_mem_line(self, line, ev, when):
+        m = FREE_MEM.search(line.msg)
+        if m:
+            self._free_mem(m, line, ev, when)
 
     def _weights(self, m, line, ev, when):
         ev.set_fact("weights_gib_per_gpu", float(m.group("g")), line.source, line.lineno, line.raw)
@@ -430,13 +462,12 @@ class VllmParser:
         ev.set_fact("platform", m.group("p"), line.source, line.lineno, line.raw)
 
     _simple = [
-        (MAX_LEN, _max_len), (CHUNKED, _chunked), (BLOCKS, _blocks), (MAX_CONC, _max_conc),
-        (KV_SIZE, _kv_size), (KV_MEM, _kv_mem), (KV_RESERVED, _kv_reserved), (TOTAL_MEM, _total_mem),
+        (MAX_LEN, _max_len), (CHUNKED, _chunked), (BLOCKS, _blocks), (KV_SIZE, _kv_size), (MAX_CONC, _max_conc), (KV_MEM, _kv_mem), (KV_RESERVED, _kv_reserved), (TOTAL_MEM, _total_mem),
         (PROFILE_1L, _profile), (WEIGHTS, _weights), (CAPTURE_DONE, _capture_done),
         (CAPTURE_ON, _capture_on), (EAGER, _eager), (COMPILE, _compile), (INIT, _init),
         (AR_PCIE, _ar_pcie), (AR_P2P, _ar_p2p), (AR_NODES, _ar_nodes), (RAY_SPREAD, _ray_spread), (PREEMPT, _preempt), (KV_ERR, _kv_err),
         (DEAD, _dead), (SPEC_V1, _spec), (SPEC_COUNTS, _spec), (SPEC_V0, _spec), (PLATFORM, _platform),
-        (FREE_MEM, _free_mem),
+        (GMU_STATED, _gmu_stated), (KV_PINNED, _kv_pinned), (FREE_MEM, _free_mem),
     ]
 
 
