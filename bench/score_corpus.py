@@ -43,6 +43,16 @@ class CaseResult:
     facts_right: list[str] = field(default_factory=list)
     facts_wrong: list[tuple[str, object, object]] = field(default_factory=list)
     error: str | None = None
+    share: float | None = None          # of the file's lines, read (coverage)
+    server_share: float | None = None   # of the lines between the engine's first and last, read
+    unread: int = 0                     # lines that look like an engine's, not read
+    deployments: int = 0
+
+    @property
+    def engine_read(self) -> bool:
+        """The engine's own lines were read: some were (or, in a file with none — a bare traceback —,
+        nearly every line was), and none that look like an engine's went unread."""
+        return (self.server_share is not None or (self.share or 0) >= 0.95) and not self.unread
 
     @property
     def found(self) -> list[str]:
@@ -122,6 +132,12 @@ def run_case(case: dict, rules=None) -> CaseResult:
     res.verdict = main.result.verdict.get("bottleneck", "")
     res.facts_right, res.facts_wrong = compare_facts(case.get("facts", {}), main.deployment(),
                                                      case.get("engine_version"))
+    res.deployments = len(analyses)
+    infos = {id(i): i for a in analyses for i in a.evidence.inputs}.values()
+    covs = [i.coverage for i in infos if getattr(i, "coverage", None) is not None]
+    if covs:
+        c = covs[0]
+        res.share, res.server_share, res.unread = c.share, c.server_share, c.unread
     return res
 
 
@@ -142,6 +158,7 @@ def totals(results: list[CaseResult]) -> dict:
             "verdicts": len(with_verdict), "verdicts_met": sum(r.verdict_ok for r in with_verdict),
             "facts": facts, "facts_right": right, "facts_share": right / facts if facts else 1.0,
             "errors": sum(r.error is not None for r in results),
+            "engine_read": sum(r.engine_read for r in results),
             "findings_per_log": sum(len(r.fired) for r in results) / max(len(results), 1)}
 
 
@@ -215,12 +232,18 @@ def render(results: list[CaseResult], markdown: bool = False, cases: bool = Fals
         return table(eng_rows) + "\n\n" + table(rows)
     out += [table(eng_rows), "", table(rows), ""]
     out.append(f"findings per log: {t['findings_per_log']:.2f}; errors: {t['errors']}")
+    out.append(f"engine lines read: {t['engine_read']}/{t['cases']} logs (engine lines found, none that looks like an "
+               "engine's left unread; --cases gives each log's share of lines read)")
     if cases:
         out.append("")
         for r in results:
             flag = "ok " if not (r.missed or r.false_alarms or not r.verdict_ok or r.facts_wrong or r.error) else "!! "
-            out.append(f"{flag}{r.file}: verdict {r.verdict}; fired {', '.join(r.fired) or '-'}")
-    problems = [r for r in results if r.missed or r.false_alarms or not r.verdict_ok or r.facts_wrong or r.error]
+            cov = (f"read {r.share:.0%}" if r.share is not None else "read ?") + (
+                f", engine span {r.server_share:.0%}" if r.server_share is not None else "") + (
+                f", {r.unread} unread engine lines" if r.unread else "")
+            out.append(f"{flag}{r.file}: {cov}; {r.deployments} deployment(s); verdict {r.verdict}; fired {', '.join(r.fired) or '-'}")
+    problems = [r for r in results if r.missed or r.false_alarms or not r.verdict_ok or r.facts_wrong or r.error
+                or not r.engine_read]
     if problems and not markdown:
         out += ["", "Problems:"]
         for r in problems:
@@ -235,6 +258,8 @@ def render(results: list[CaseResult], markdown: bool = False, cases: bool = Fals
                 bits.append(f"verdict {r.verdict} not in {r.verdicts_ok}")
             if r.facts_wrong:
                 bits.append("facts " + ", ".join(f"{k}={g!r} (label {v!r})" for k, v, g in r.facts_wrong))
+            if not r.engine_read:
+                bits.append(f"engine lines not all read (engine span {r.server_share}, {r.unread} unread engine lines)")
             out.append(f"  {r.file}: " + "; ".join(bits))
     return "\n".join(out)
 

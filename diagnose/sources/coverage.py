@@ -24,6 +24,7 @@ MAX_REGIONS = 100
 EXAMPLES = 3
 ENGINE_KINDS = tuple(ENGINES)
 SHARED = "shared"
+FREE_KINDS = frozenset(ENGINE_KINDS + ("shared", "traceback", "progress", "log"))
 
 # Shapes of lines every engine's log holds (searched in a line's first 200 characters).
 # (uvicorn access, NCCL, Python warnings, PyTorch's own C++ log lines `[W1028 14:02:15.5 File.cpp:981]`)
@@ -33,13 +34,20 @@ _SHARED = (r"INFO: +[\w.:\[\]-]+:\d+ - \"[A-Z]+ |^INFO: {2,}\S|NCCL (?:INFO|WARN
            r"|(?<!\w)[A-Za-z_]\w*Warning: |^\s*warnings\.warn\(|^(?:\[rank\d+\]:)?\[[WIEF]\d{4} \d\d:\d\d:\d\d\.\d+ "
            # glog (C++ libraries in the engine's process: Mooncake, NIXL, Triton), ROCm's aiter and friends
            r"|^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.]+:\d+\] |^WARNING: Logging before InitGoogleLogging"
-           r"|^\[(?:aiter|Gloo|c10d|transformers|flashinfer|quark|torch|ROCm|HIP)\] ")
+           r"|^\[(?:aiter|Gloo|c10d|transformers|flashinfer|quark|torch|ROCm|HIP)\] "
+           # Ray's own C++ log lines (`[2025-05-26 18:58:10,599 E 629624 629624] logging.cc:496: …`)
+           r"|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [IWEF] \d+ \d+\] "
+           # UCX's (`[1791360125.52] [host:101347:0]  gdaki.c:1338 UCX DIAG …` and its tables)
+           r"|^\[\d{9,}\.\d+\] \[[\w.-]+:\d+:\w+\] ")
 # What collectors and process managers put before a line: ANSI colour, a compose service, an RFC
 # 3339 stamp, `(Name pid=N)` process prefixes, DDP's `[rank0]: `.
 _PREFIX = re.compile(r"^(?:\x1b\[[0-9;]*[A-Za-z])*(?:[A-Za-z0-9][\w.-]*?[-_]\d+\s+\| )?"
                      r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)? )?"
                      r"(?P<proc>(?:\(?[\w ]*pid=\d+(?:, ip=[\d.:a-f]+)?\) )+)?(?:\[rank\d+\]: ?)?")
 _TRACEBACK = (r"^\s*Traceback \(most recent call last\)|^\s*File \"[^\"]+\", line \d+|^During handling of the above exception"
+              r"|^\s*@\s+0x[0-9a-f]+\s"        # a native stack frame (glog, Ray)
+              r"|^[╭╰│][^\n]*[│╮╯]\s*$"      # rich's boxed traceback
+              r"|^frame #\d+: "                 # PyTorch's C++ backtrace
               r"|^The above exception was the direct cause|^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b"
               r"|^\s*\^[\^~ ]*$|^\s*~+\^+~*\s*$")
 # (each number starts where no digit is before it: linear on a line of digits)
@@ -55,7 +63,7 @@ def _classifier():
 _CLASSIFY = _classifier()
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # Headings, fences, tables, lists and links: a document, not a log (a folder's README).
-_MARKDOWN = re.compile(r"^(?:#{1,6} \S|```|\|[^|\n]*\|[^|\n]*\|\s*$|[-*+] \S|\d+\. \S|[^\n]*\]\([^)\s]+\))")
+_MARKDOWN = re.compile(r"^(?:#{1,6} \S|```|\|(?:[^|\n]*\|){2,}\s*$|[-*+] \S|\d+\. \S|[^\n]*\]\([^)\s]+\))")
 _EXPECTS = tuple((p, name) for name, e in ENGINES.items() for p in e.expects)
 
 
@@ -116,13 +124,15 @@ class Coverage:
             if not text.strip():
                 self.blank += 1
                 return
-            if prev in ("traceback", SHARED) and text[:1] in " \t":
-                kind = self._prev = prev        # a warning's or a traceback's continuation line
+            if prev in FREE_KINDS and text[:1] in " \t":
+                kind = self._prev = prev        # a multi-line record's continuation (a traceback, a warning, a dump)
+        # Markdown shapes among free text (not inside a capture: an `nvidia-smi` table's rows are
+        # `| … |` too): a document quoting log lines is still a document.
+        if (kind is None or kind in FREE_KINDS) and text and _MARKDOWN.match(text):
+            self.markdown += 1
         if kind is None:
             self.other += 1
             self._pend_other += 1
-            if _MARKDOWN.match(text):
-                self.markdown += 1
             if len(self.other_examples) < EXAMPLES:
                 self.other_examples.append((n, _cut(text)))
             r = self._run

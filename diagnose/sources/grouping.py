@@ -53,7 +53,11 @@ def load_groups(inputs: list[Input], year: int | None = None, gpu_start=None, gp
                 raise
             skipped.append(Skipped(inp.display, _reason(str(e), inp.display)))
             continue
-        why = not_an_input(r) if len(inputs) > 1 else None
+        why = not_an_input(r)
+        if why and len(inputs) == 1:
+            if why.startswith("a document"):    # quoted log text in prose is no server's evidence
+                raise InputError(f"{inp.display}: {why}")
+            why = None                          # named alone: reported, with what of it was read
         if why:
             skipped.append(Skipped(inp.display, why))
             continue
@@ -88,8 +92,9 @@ def not_an_input(r: Read) -> str | None:
     evs = [p.ev for p in r.pieces]
     if any(ev.stats_rows or ev.gpu_rows or ev.bench_points or ev.targets or ev.topology for ev in evs):
         return None
-    if cov.regions and any(reg[0] not in ("other", "text log", "log", "mixed") for reg in cov.regions):
-        return None
+    from .engines import ENGINES
+    if any(reg[0] not in ("other", "text log", "log", "mixed", *ENGINES) and reg[3] >= 3 for reg in cov.regions):
+        return None         # a capture, a scrape, a result block: data, whatever surrounds it
     engine = cov.engine_lines()
     if cov.markdown >= 3 and cov.markdown >= engine:
         return f"a document (Markdown: {cov.markdown} heading, list, table or fence lines), not a log"

@@ -39,8 +39,9 @@ from .sniff import SNIFF_BYTES, endless_binary, sniff_head, whole_kind
 LINE_ERRORS = (ValueError, ArithmeticError)
 # The header format a parser's lines carry → the engine (Triton's glog lines are TensorRT-LLM's).
 ENGINE_OF_FMT = {fmt: name for name, e in ENGINES.items() for fmt in e.formats}
-# Lines of a big log judged by their shape, per segment: windows spread over it, enough to
-# estimate the segment's make-up.
+# Lines of a big log judged by their shape, per segment: every line of a segment up to EXACT_BYTES,
+# else windows spread over it, enough to estimate the segment's make-up.
+EXACT_BYTES = 1024 * 1024
 SAMPLE_WINDOWS = 8
 SAMPLE_BYTES = 8 * 1024
 
@@ -356,12 +357,12 @@ def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bo
     piece.saw(n, when, line.raw)
     ev = piece.ev
     if feed_common(line, ev, when):
-        cov.line(n, "shared")
+        cov.line(n, "shared", line.raw)
         return
     for p in piece.orders.get(line.fmt, piece.parsers):
         if p.feed(line, ev, when):
             piece.engine_lines[p.engine] = piece.engine_lines.get(p.engine, 0) + 1
-            cov.line(n, p.engine)
+            cov.line(n, p.engine, line.raw)
             return
     e = expected_by(line.msg)
     if e is not None:
@@ -393,12 +394,13 @@ class _Sampler:
         if unseen <= 0:
             return
         span = seg.end - seg.start
-        if span <= SAMPLE_WINDOWS * SAMPLE_BYTES:
+        if span <= EXACT_BYTES:
             skip = {r[1] for r in keyword_rows}
             prev = None
             for i, raw in enumerate(seg.text(seg.start, seg.end).split(b"\n")[:-1]):
                 if i in skip:
-                    prev = None
+                    # the loop reads it; as the previous line of a continuation, judged by shape
+                    prev = classify(raw.decode("utf-8", "replace"))
                     continue
                 k = self._kind(raw)
                 if k is None and prev in ("traceback", "shared") and raw[:1] in b" \t":
@@ -431,7 +433,7 @@ class _Sampler:
             return "handed"
         if formats.KEYWORDS_RE.search(text) or _scanner_keyword(raw):
             return "handed"
-        return classify(text) if text.strip() else "blank"
+        return shape_kind(text) if text.strip() else "blank"
 
     def saw(self, n: int) -> None:
         """A line without a keyword the loop was handed (a region's, a dump's): counted there."""
@@ -461,6 +463,19 @@ class _Sampler:
                 cov.blank += est
             else:
                 cov.add(k, est)
+
+
+def shape_kind(text: str):
+    """A line's kind by its shape, as the loop judges a line without a keyword: a JSON record
+    (its inner line's kind), else coverage.classify."""
+    if text[:1] == "{" or text[:2] == " {" or (text[:1] == "[" and text[-1:] == "}" and '] {"' in text[:40]):
+        obj = json_lines.decode(text)
+        if obj is not None:
+            env = json_lines.envelope(obj)
+            if env is None:
+                return "bench-result" if json_lines.bench_record(obj) else "json"
+            return classify(env[0]) or "json"
+    return classify(text)
 
 
 def _scanner_keyword(raw: bytes) -> bool:

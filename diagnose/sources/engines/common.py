@@ -107,8 +107,8 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
             if path.startswith(PROBE_PATHS):
                 ev.count("access_probe_lines")
                 ev.add_event("access_probe", src, n, lambda: redact(line.raw), when)
-            elif life is not None:
-                note_alive(ev, src)
+            elif life is not None and status[0] != "5":
+                note_alive(ev, src)     # it answered a request (a 500 after a crash says nothing of that)
             return True
         if "Application startup complete" in msg or "Uvicorn running on" in msg:
             ev.add_event("server_ready", src, n, line.raw, when)

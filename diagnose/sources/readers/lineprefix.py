@@ -97,15 +97,29 @@ def peel(source: str, lineno: int, text: str) -> Line:
             text = text[: m.start()]
     level = stamp = fmt = None
     tags = ""
+    h = _header(text)
+    if h is None and ("it/s]" in text or "s/it]" in text):
+        # A tqdm bar the log line was written after, without a newline between them
+        # (`Warmup iterations:  80%|████  | 4/5 [00:04<00:01,  1.06s/it]INFO 08-07 …`).
+        cut = max(text.rfind("it/s]"), text.rfind("s/it]"))
+        at = text.find("]", cut) + 1
+        h = _header(text[at:]) if at > 0 else None
+        if h is not None:
+            text = text[at:]
+    if h is not None:
+        fmt, level, stamp, tags = h.fmt, h.level, h.stamp, h.tags
+        if h.date:
+            dt = _dt(h.date, h.hms)
+        text = text[h.end:]
+    return Line(source, lineno, raw, text, proc, ip, level, stamp, iso, repeat, dt, fmt, tags, stream)
+
+
+def _header(text: str):
     for match in HEADERS:
         h = match(text)
         if h is not None:
-            fmt, level, stamp, tags = h.fmt, h.level, h.stamp, h.tags
-            if h.date:
-                dt = _dt(h.date, h.hms)
-            text = text[h.end:]
-            break
-    return Line(source, lineno, raw, text, proc, ip, level, stamp, iso, repeat, dt, fmt, tags, stream)
+            return h
+    return None
 
 
 def _dt(date: str, hms: str) -> datetime | None:

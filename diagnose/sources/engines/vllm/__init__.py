@@ -13,7 +13,7 @@ ENGINE = Engine(
     launch=r"vLLM (?:API )?server version \S|^non-default args: |^args: Namespace\(",
     process_start=r"Initializing (?:a V[01] |an )LLM engine \(v",
     expects=("Avg prompt throughput", "non-default args:", "Maximum concurrency for", "GPU KV cache size",
-             "API server version", "LLM engine (v"),
+             "API server version", "Initializing a V1 LLM engine (v", "Initializing an LLM engine (v"),
     shape=r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./<>-]+:\d+\] ",
     # V1 from ~0.2x: `[shutdown] EngineCore: trigger received signal=SIGTERM`, then its EngineDeadError
     stopping=r"\[shutdown\] (?:EngineCore: trigger received signal=|API server: shutdown triggered)",
