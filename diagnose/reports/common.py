@@ -153,6 +153,9 @@ def regions_text(cov: dict, limit: int = 6) -> str:
     for r in allr:
         if r["kind"] == "other" and r["lines"] < max(20, 0.05 * total) and merged:
             continue
+        # a stray generic line (a uvicorn line, a bare warning) among a job's output is no region either
+        if r["kind"] in ("text log", "mixed") and r["lines"] < 5 and len(allr) > 1:
+            continue
         if merged and merged[-1]["kind"] == r["kind"]:
             merged[-1] = {**merged[-1], "last_line": r["last_line"], "lines": merged[-1]["lines"] + r["lines"]}
         else:

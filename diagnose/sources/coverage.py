@@ -25,6 +25,7 @@ EXAMPLES = 3
 ENGINE_KINDS = tuple(ENGINES)
 SHARED = "shared"
 FREE_KINDS = frozenset(ENGINE_KINDS + ("shared", "traceback", "progress", "log"))
+_ENGINES = frozenset(ENGINE_KINDS)
 
 # Shapes of lines every engine's log holds (searched in a line's first 200 characters).
 # (uvicorn access, NCCL, Python warnings, PyTorch's own C++ log lines `[W1028 14:02:15.5 File.cpp:981]`)
@@ -37,6 +38,8 @@ _SHARED = (r"INFO: +[\w.:\[\]-]+:\d+ - \"[A-Z]+ |^INFO: {2,}\S|NCCL (?:INFO|WARN
            r"|^\[(?:aiter|Gloo|c10d|transformers|flashinfer|quark|torch|ROCm|HIP)\] "
            # Ray's own C++ log lines (`[2025-05-26 18:58:10,599 E 629624 629624] logging.cc:496: …`)
            r"|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [IWEF] \d+ \d+\] "
+           # Python libraries' own loggers in the server's process (`[2026-07-27 13:54:14,280] LMCache INFO: …`)
+           r"|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\] [\w.]+ (?:DEBUG|INFO|WARNING|ERROR|CRITICAL):"
            # UCX's (`[1791360125.52] [host:101347:0]  gdaki.c:1338 UCX DIAG …` and its tables)
            r"|^\[\d{9,}\.\d+\] \[[\w.-]+:\d+:\w+\] ")
 # What collectors and process managers put before a line: ANSI colour, a compose service, an RFC
@@ -63,7 +66,8 @@ def _classifier():
 _CLASSIFY = _classifier()
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # Headings, fences, tables, lists and links: a document, not a log (a folder's README).
-_MARKDOWN = re.compile(r"^(?:#{1,6} \S|```|\|(?:[^|\n]*\|){2,}\s*$|[-*+] \S|\d+\. \S|[^\n]*\]\([^)\s]+\))")
+_MD_FIRST = frozenset("#`|-*0123456789")
+_MARKDOWN = re.compile(r"^(?:#{1,6} \S|```|\|(?:[^|\n]*\|){2,}\s*$|[-*] \S|\d+\. \S|[^\n]*\]\([^)\s]+\))")
 _EXPECTS = tuple((p, name) for name, e in ENGINES.items() for p in e.expects)
 
 
@@ -128,7 +132,7 @@ class Coverage:
                 kind = self._prev = prev        # a multi-line record's continuation (a traceback, a warning, a dump)
         # Markdown shapes among free text (not inside a capture: an `nvidia-smi` table's rows are
         # `| … |` too): a document quoting log lines is still a document.
-        if (kind is None or kind in FREE_KINDS) and text and _MARKDOWN.match(text):
+        if (kind is None or kind in FREE_KINDS) and text and (text[0] in _MD_FIRST or "](" in text) and _MARKDOWN.match(text):
             self.markdown += 1
         if kind is None:
             self.other += 1
@@ -140,7 +144,16 @@ class Coverage:
             return
         self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
         self._pend_known += 1
-        if kind in ENGINE_KINDS:
+        cur = self.regions[-1] if self.regions else None
+        if cur is not None and cur[0] == kind and self._run is None:
+            cur[2] = n          # the region at hand goes on (most lines): nothing else to do
+            cur[3] += 1
+            if kind in _ENGINES:
+                self.span_known += self._pend_known
+                self.span_other += self._pend_other
+                self._pend_known = self._pend_other = 0
+            return
+        if kind in _ENGINES:
             if self._engine_seen:
                 self.span_known += self._pend_known
                 self.span_other += self._pend_other

@@ -36,8 +36,18 @@ MARKERS = tuple((name, re.compile(src), per_launch) for name, e in ENGINES.items
                 for src, per_launch in ((e.launch, True), (e.process_start, False)) if src)
 
 
+HINTS = tuple(dict.fromkeys(h for e in ENGINES.values() for h in e.launch_hints))
+
+
 def marker(msg: str):
-    """(engine, key, once per launch) when the message starts a launch or one of its processes."""
+    """(engine, key, once per launch) when the message starts a launch or one of its processes
+    (its wording is at the start of the message: a request line quoting it is none)."""
+    head = msg[:80]
+    for h in HINTS:
+        if h in head:
+            break
+    else:
+        return None
     for name, rx, per_launch in MARKERS:
         m = rx.search(msg)
         if m:
@@ -56,6 +66,7 @@ class Piece:
                        for p, e in zip(self.parsers, ENGINES.values()) for fmt in e.formats}
         self.followers = [p for p in self.parsers if hasattr(p, "wants_more")]
         self.engine_lines: dict[str, int] = {}
+        self.first_engine = None        # line number of its first engine line
         self.markers: set = set()
         self.processes = False          # an engine process of it has started (a process_start line)
         self.launch_line = None         # (line number, text) of its first launch line
@@ -88,9 +99,17 @@ class Piece:
 
     def serving(self) -> bool:
         ev = self.ev
-        if ev.stats_rows or ev.event_counts.get("server_ready") or ev.counters.get("request_lines"):
+        if ev.stats_rows or ev.counters.get("request_lines"):
+            return True
+        if self.first_engine is not None and self._own_ready():
             return True
         return (ev.counters.get("access_lines", 0) - ev.counters.get("access_probe_lines", 0)) > 0
+
+    def _own_ready(self) -> list:
+        """uvicorn's ready lines after the engine's first line: a side server of the same job
+        (LMCache's, a router's) says the same words before the engine has started."""
+        first = self.first_engine if self.first_engine is not None else float("inf")
+        return [e for e in self.ev.events.get("server_ready", ()) if e.line > first]
 
     def starts_new(self, key: str, per_launch: bool, proc: str | None, when) -> bool:
         """Whether a launch line (`key`, from process `proc`, at `when`) begins a new piece."""
@@ -148,6 +167,14 @@ class Piece:
             r.pop("before", None)
         if self.quiet is not None:
             self._quiet_before_stop()
+        ready = ev.events.get("server_ready")
+        if ready:
+            own = self._own_ready()
+            if len(own) < len(ready):
+                ev.events["server_ready"] = own
+                ev.event_counts["server_ready"] -= len(ready) - len(own)
+                if not own:
+                    del ev.events["server_ready"], ev.event_counts["server_ready"]
         finish_lifecycle(ev, src)
         for p in self.parsers:
             if hasattr(p, "finish"):

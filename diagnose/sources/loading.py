@@ -337,13 +337,15 @@ def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bo
                 return
         cov.line(n, classify(text), text)
         return
-    if fmt_kw.search(text):
+    line = peel(st.src, n, text)
+    # A format's opening line (a capture's header, a scrape's `# HELP`, a result block's rule)
+    # carries no engine's logger header, and says what it is early in the line.
+    if line.fmt is None and fmt_kw.search(text, 0, 160):
         for r in st.readers:
             if r.open(n, text, piece.ev, before):
                 st.region = r
                 cov.line(n, r.kind)
                 return
-    line = peel(st.src, n, text)
     piece = st.stream(line.stream)
     when = clock.at(line)
     if line.fmt is not None:
@@ -362,6 +364,8 @@ def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bo
     for p in piece.orders.get(line.fmt, piece.parsers):
         if p.feed(line, ev, when):
             piece.engine_lines[p.engine] = piece.engine_lines.get(p.engine, 0) + 1
+            if piece.first_engine is None:
+                piece.first_engine = n
             cov.line(n, p.engine, line.raw)
             return
     e = expected_by(line.msg)

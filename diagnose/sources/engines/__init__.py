@@ -43,6 +43,7 @@ class Engine:
     # once per process of one launch (`process_start`: each data-parallel engine, each MPI rank).
     launch = None               # regex source, searched in a line's message
     process_start = None
+    launch_hints = ()           # literal text one of those lines holds (the regexes run only there)
     # Coverage (sources/coverage.py): phrases of lines its parser always reads (a line holding one
     # that no parser took shows a format the parser does not know yet), and its logger header as
     # found anywhere in a raw line (for lines the parsers never see).

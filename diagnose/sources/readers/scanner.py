@@ -101,6 +101,7 @@ def _segment(block: bytes, keep: int, tally: bool, keywords) -> Segment:
     bad = _bad_lines(block, 0)
     if bad:
         seg.bad = len(bad)
+        seg.bad_lines = bad
     rows = seg.rows
     kw = keywords.search
     a = 0           # where the line at hand starts in the block

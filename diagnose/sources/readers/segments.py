@@ -27,12 +27,13 @@ class Segment:
     index in the segment, start and end offsets of its text, status), prompt heads (`heads`: the C
     table's runs; `head_counts`: {key: times} in order of first appearance, from Python). The
     lines are buf[start:end], or, with `fd`, the bytes of that file between those offsets."""
-    __slots__ = ("buf", "fd", "start", "end", "lines", "bad", "acc", "req", "rcv", "probe", "refused", "status",
+    __slots__ = ("buf", "fd", "start", "end", "lines", "bad", "bad_lines", "acc", "req", "rcv", "probe", "refused", "status",
                  "rows", "heads", "head_counts")
 
     def __init__(self, buf, fd, start: int, end: int) -> None:
         self.buf, self.fd, self.start, self.end = buf, fd, start, end
         self.lines = self.bad = self.acc = self.req = self.rcv = self.probe = self.refused = 0
+        self.bad_lines = None           # indices (from 1) of unreadable lines, where the reader knows them
         self.status: list = []          # (code, lines) pairs
         self.rows: list = []
         self.heads: list = []
@@ -178,6 +179,12 @@ class _Tally:
         """Every readable line of a segment held in memory, in order (unreadable ones were counted)."""
         buf, at, end, i = seg.buf, seg.start, seg.end, 0
         base = self.base
+        if not seg.bad and seg.bad_lines is None:
+            # all of it readable text: decoded once, not line by line
+            for i, text in enumerate(buf[at:end].decode("utf-8").split("\n")[:-1]):
+                self.last = base + i + 1
+                yield base + i + 1, text, i in keyword
+            return
         while at < end:
             nl = buf.find(b"\n", at, end)
             z = nl if nl >= 0 else end

@@ -11,9 +11,11 @@ ENGINE = Engine(
     keywords=("batch", "#running-req", "Receive: obj=", "ServerArgs", "server_args", "Load weight", "max_total_num_tokens",
               "Capture cuda graph", "fired up", "retract", "Not enough memory", "hit an exception", "sigquit",
               "sglang", "Health check failed", "SGLang Version", "SGLang version"),
+    launch_hints=("server_args",),
     launch=r"server_args(?:=|: )(?:ServerArgs\(|\{)",
     expects=("Decode batch", "Prefill batch", "server_args=", "#running-req"),
-    shape=r"\[(?:\d{4}-\d\d-\d\d |\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z][A-Z_]*\d+)*\] ",
+    # (`[stamp] LMCache INFO:` and the like are another library's logger, not SGLang's)
+    shape=r"\[(?:\d{4}-\d\d-\d\d |\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z][A-Z_]*\d+)*\] (?![\w.]+ (?:DEBUG|INFO|WARNING|ERROR|CRITICAL):)",
     # its SIGTERM handler: `Gracefully exiting... Remaining number of requests 0`
     stopping=r"^Gracefully exiting\.\.\.",
     stop_hints=("Gracefully",),

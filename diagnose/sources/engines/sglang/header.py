@@ -7,7 +7,9 @@ import re
 from .. import Header
 
 HEADER = re.compile(
-    r"^\[(?:(?P<date>\d{4}-\d\d-\d\d) |(?P<mon>\d\d)-(?P<day>\d\d) )?(?P<hms>\d\d:\d\d:\d\d)(?:[.,]\d+)?(?P<tags>(?: [A-Z][A-Z_]*\d+)*)\] ")
+    r"^\[(?:(?P<date>\d{4}-\d\d-\d\d) |(?P<mon>\d\d)-(?P<day>\d\d) )?(?P<hms>\d\d:\d\d:\d\d)(?:[.,]\d+)?(?P<tags>(?: [A-Z][A-Z_]*\d+)*)\] "
+    # `[stamp] LMCache INFO: …`: another Python library's logger in the same job, not SGLang's
+    r"(?![\w.]+ (?:DEBUG|INFO|WARNING|ERROR|CRITICAL):)")
 
 
 def match(text: str) -> Header | None:

@@ -12,6 +12,7 @@ ENGINE = Engine(
     keywords=("TensorRT-LLM", "TRT-LLM", "[TRT]", "Active Request Count", "iterLatencyMS", "Free KV cache"),  # (MODEL_DIR's lines hold "TRT-LLM")
     # extra_llm_api_options / SKU profiles, and /metrics IterationStats dumps
     file_markers=(b"TensorRT", b"kv_cache_config", b"iterLatencyMS", b"Active Request Count"),
+    launch_hints=("LLM version",),
     process_start=r"TensorRT[- ]LLM version: \d",
     expects=("elapsed_time = ",),
     # (Triton's glog header is every glog user's — Mooncake's, NCCL plugins' —: not proof alone)

@@ -10,6 +10,7 @@ ENGINE = Engine(
     formats=("vllm",),
     keywords=("vllm serve", "vllm.entrypoints", "non-default args", "args: Namespace", "with config:",
               "Maximum concurrency", "Cudagraph", "SpecDecoding", "Prefix cache hit rate"),
+    launch_hints=("server version", "non-default args", "args: Namespace", "LLM engine (v"),
     launch=r"vLLM (?:API )?server version \S|^non-default args: |^args: Namespace\(",
     process_start=r"Initializing (?:a V[01] |an )LLM engine \(v",
     expects=("Avg prompt throughput", "non-default args:", "Maximum concurrency for", "GPU KV cache size",
