@@ -38,7 +38,9 @@ def test_every_reader_makes_the_same_evidence(path, monkeypatch, bulk_engine):
         assert ref == got
         return
     # The share of lines understood: exact on the small-log path, estimated from samples on the
-    # others (lines they never hand on, without the context of the lines around them); within 15 points.
-    assert abs(ref.pop("share") - got.pop("share")) <= 0.15
+    # others (lines they never hand on, without the context of the lines around them); within 15 points,
+    # or 10 lines (a command's flags a parser reads as launch arguments are, to a shape, no engine line).
+    gap = abs(ref.pop("share") - got.pop("share"))
+    assert gap <= 0.15 or gap * ref["lines"] <= 10, (gap, ref["lines"])
     differ = [k for k in ref if ref[k] != got[k]]
     assert not differ, {k: (ref[k], got[k]) for k in differ if not isinstance(ref[k], (list, dict))} or differ

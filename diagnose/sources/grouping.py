@@ -66,7 +66,7 @@ def load_groups(inputs: list[Input], year: int | None = None, gpu_start=None, gp
         raise InputError("nothing to diagnose: " + "; ".join(f"{s.path}: {s.reason}" for s in skipped))
     out = []
     order = {id(r): i for i, r in enumerate(reads)}
-    for pieces, dep_reads in assemble(reads):
+    for pieces, dep_reads in assemble(reads, skipped):
         # in the order the inputs were given (a directory's: sorted), as one reader would have read them
         at = {id(q): order[id(r)] for r in dep_reads for q in r.pieces}
         pieces = sorted(pieces, key=lambda q: (at[id(q)], q.index))
@@ -150,10 +150,11 @@ class _Dep:
         return piece.t_first <= self.t1 and self.t0 <= piece.t_last
 
 
-def assemble(reads: list[Read]) -> list[tuple[list[Piece], list[Read]]]:
+def assemble(reads: list[Read], skipped: list[Skipped] | None = None) -> list[tuple[list[Piece], list[Read]]]:
     """The pieces of each deployment and the inputs they come from, in the order deployments
     first appear. Servers are the pieces an engine's log lines made; everything else (a config
-    or iteration-stats file, a scrape, GPU samples, a load sweep, targets) is attached to one."""
+    or iteration-stats file, a scrape, GPU samples, a load sweep, targets) is attached to one;
+    settings that fit none of several servers are put in `skipped`."""
     deps: list[_Dep] = []
     attached: list[tuple[Read, Piece]] = []
     for r in reads:
@@ -188,6 +189,15 @@ def assemble(reads: list[Read]) -> list[tuple[list[Piece], list[Read]]]:
         dep = _home(deps[:servers] if servers else deps, r, p) if (servers or engine is None) else None
         if dep is None and engine is not None:     # no server for it: with what else names its engine
             dep = next((d for d in deps[servers:] if d.engine == engine), None)
+        if dep is None and engine is None and servers and skipped is not None and _only_settings(p.ev) \
+                and len(r.pieces) == 1:
+            # settings of no named engine beside servers' logs, fitting none of them (another run's
+            # config, a model's config.json): no server to lint. (An options file that names its
+            # engine stands as that engine's deployment: a config to lint.)
+            model = p.ev.fact("model")
+            skipped.append(Skipped(r.info.path, "settings that match none of the servers' logs given with it"
+                                   + (f" (model {model})" if model else "") + "; not diagnosed"))
+            continue
         if dep is None:
             dep = _Dep(p, r)
             deps.append(dep)
@@ -202,6 +212,11 @@ def assemble(reads: list[Read]) -> list[tuple[list[Piece], list[Read]]]:
                 pieces.append(p)
                 rs.append(r)
     return out
+
+
+def _only_settings(ev: Evidence) -> bool:
+    return not (ev.stats_rows or ev.gpu_rows or ev.bench_points or ev.targets or ev.topology
+                or ev.counters.get("access_lines") or ev.event_counts)
 
 
 def _only_targets(ev: Evidence) -> bool:

@@ -1,0 +1,234 @@
+"""Real files as users hand them over: a server's log inside a job's output (a Slurm banner, an
+`nvidia-smi` table, a `--query-gpu` CSV, a scheduler's last words), several servers in one file or
+folder, captures and results inside a log, and folders holding what is no input at all. Every log
+here is a real one from fixtures/real or fixtures/samples; what is put around it is real too."""
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import FIXTURES, run_cli
+
+REAL = FIXTURES / "real"
+OTHER = FIXTURES / "samples" / "other"
+# A Slurm job's vLLM server (a job banner before it), one that served requests: stats, findings.
+SLURM_JOB = REAL / "vllm-zzsf11-qwen3vl-30b-conc146.log"
+# Another server, of another engine and model: SGLang, Qwen3-14B on TP 2.
+SGLANG = REAL / "sglang-tianyangchen357-qwen3-14b-tp2-capture-stall.log"
+# A benchmark job's head: its banner, an `nvidia-smi` table, a PyTorch check, a run banner.
+JOB_HEAD = REAL / "sglang-dannywillowliu-wan22-t2v-a14b-diffusion-4xh100pcie-cudaoom.log"
+VLLM_LINE = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR) \d\d-\d\d \d\d:\d\d:\d\d")
+
+
+def lines(path) -> list[str]:
+    return path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+
+
+def bare_server(path) -> str:
+    """The server's own part of a job's output: from its first log line on."""
+    ls = lines(path)
+    return "".join(ls[next(i for i, x in enumerate(ls) if VLLM_LINE.search(x)):])
+
+
+def job_head() -> list[str]:
+    ls = lines(JOB_HEAD)
+    end = next(i for i, x in enumerate(ls) if "server_args" in x)     # up to the server's first line
+    return ls[:end]
+
+
+def report(*paths) -> dict:
+    p = run_cli("--format", "json", *paths)
+    assert p.returncode in (0, 1), p.stderr.decode()
+    return json.loads(p.stdout)
+
+
+def analyses(d: dict) -> list[dict]:
+    return d.get("analyses") or [d]
+
+
+def summary(a: dict) -> tuple:
+    return (sorted(f["id"] for f in a["findings"]), a["verdict"]["bottleneck"])
+
+
+# -- a server inside a job's output reads as the server alone ------------------------------------
+def test_a_slurm_job_output_gives_what_its_server_part_gives(tmp_path):
+    bare = tmp_path / "server.log"
+    bare.write_text(bare_server(SLURM_JOB))
+    job, alone = report(SLURM_JOB), report(bare)
+    assert job["deployment"] == alone["deployment"]
+    assert summary(job) == summary(alone)
+    assert summary(alone)[0], "the server's part must say something for the comparison to mean anything"
+
+
+def test_a_real_job_preamble_and_gpu_csv_before_a_real_log_change_nothing_it_says(tmp_path):
+    """A banner, an `nvidia-smi` table and a `--query-gpu` CSV taken before the server started, and
+    Slurm's cancel line after it: the server's facts and findings stay; the table adds the board."""
+    bare = tmp_path / "server.log"
+    bare.write_text(bare_server(SLURM_JOB))
+    head = job_head()
+    csv = lines(OTHER / "query-gpu-xuesongtap-csv.txt")[1:7]          # its header and 5 samples
+    wrapped = tmp_path / "slurm-3932.out"
+    wrapped.write_text("".join(head[:9] + csv + head[9:]) + bare.read_text()
+                       + "slurmstepd: error: *** JOB 3932 ON gpuh13 CANCELLED AT 2026-02-16T01:00:00 DUE TO TIME LIMIT ***\n")
+    alone, job = report(bare), report(wrapped)
+    assert summary(job) == summary(alone)
+    for k, v in alone["deployment"].items():
+        if v is not None:
+            assert job["deployment"].get(k) == v, k
+    # what the table adds is the board and what follows from it, nothing of the server's settings
+    added = {k for k, v in job["deployment"].items() if v is not None and alone["deployment"].get(k) is None}
+    assert "gpu_name" in added
+    assert not added & {"tensor_parallel_size", "max_num_seqs", "model", "gpu_memory_utilization"}
+    # the CSV's rows were taken before the launch: they name boards, they are not the run's samples
+    regions = {r["kind"] for r in job["inputs"][0]["coverage"]["regions"]}
+    assert {"vllm", "gpu-query"} <= regions
+    assert job["inputs"][0]["coverage"]["server_share"] >= 0.8
+
+
+# -- several servers in one input, one folder ---------------------------------------------------
+def folder_of_two_servers(tmp_path):
+    d = tmp_path / "runs"
+    d.mkdir()
+    (d / "run-a.log").write_text(bare_server(SLURM_JOB))
+    (d / "run-b.log").write_text(SGLANG.read_text())
+    (d / "README.md").write_text("# Runs\n\n- run a: vLLM, Qwen3-VL\n- run b: SGLang, Qwen3-14B\n\n"
+                                 "| run | engine |\n|---|---|\n| a | vLLM |\n")
+    (d / "config.json").write_text(json.dumps({"model": "meta-llama/Llama-3.1-8B-Instruct", "tensor_parallel_size": 8}))
+    (d / "empty.log").write_text("")
+    (d / "core.bin").write_bytes(bytes(range(256)) * 40)
+    return d
+
+
+def _two_deployments_four_notes(fmt: str, out: str):
+    notes = ("README.md", "config.json", "empty.log", "core.bin")
+    if fmt == "json":
+        d = json.loads(out)
+        assert len(d["analyses"]) == 2
+        assert sorted(s["path"].rsplit("/", 1)[-1] for s in d["skipped"]) == sorted(notes)
+        assert {a["deployment"]["engine"] for a in d["analyses"]} == {"vllm", "sglang"}
+    elif fmt == "sarif":
+        d = json.loads(out)
+        assert len(d["runs"]) == 2
+        said = [n["message"]["text"] for r in d["runs"] for inv in r.get("invocations", [])
+                for n in inv.get("toolExecutionNotifications", [])]
+        assert sorted(n for n in notes if any(n in s and s.startswith("skipped") for s in said)) == sorted(notes)
+    elif fmt == "junit":
+        root = ET.fromstring(out)
+        suites = root.findall("testsuite")
+        assert len(suites) == 2
+        said = {p.get("value") for p in root.iter("property") if p.get("name") == "input-note"}
+        assert sorted(n for n in notes if any(n in s and s.startswith("skipped") for s in said)) == sorted(notes)
+    else:
+        text = re.sub(r"<[^>]+>", "", out) if fmt == "html" else out
+        skipped = re.findall(r"skipped \S+/(README\.md|config\.json|empty\.log|core\.bin):", text)
+        assert len(skipped) == 4, skipped
+        if fmt == "html":
+            assert len(re.findall(r'<a id="a-\d+">', out)) == 2
+        elif fmt == "markdown":
+            assert out.startswith("# diagnose: 2 deployments")
+        else:
+            assert "2 deployments" in out
+
+
+@pytest.mark.parametrize("fmt", ["terminal", "markdown", "json", "html", "sarif", "junit"])
+def test_a_folder_of_two_servers_and_four_non_inputs_in_every_format(tmp_path, fmt):
+    d = folder_of_two_servers(tmp_path)
+    p = run_cli("--format", fmt, d)
+    assert p.returncode in (0, 1), p.stderr.decode()
+    _two_deployments_four_notes(fmt, p.stdout.decode())
+
+
+def test_two_servers_pasted_into_one_file_are_two_deployments_whose_facts_do_not_mix(tmp_path):
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    a.write_text(bare_server(SLURM_JOB))
+    b.write_text(SGLANG.read_text())
+    both = tmp_path / "both.log"
+    both.write_text(a.read_text() + b.read_text())
+    d = report(both)
+    got = {x["deployment"]["engine"]: x for x in analyses(d)}
+    assert sorted(got) == ["sglang", "vllm"]
+    for engine, alone in (("vllm", report(a)), ("sglang", report(b))):
+        assert got[engine]["deployment"]["tensor_parallel_size"] == alone["deployment"]["tensor_parallel_size"]
+        assert got[engine]["deployment"]["model"] == alone["deployment"]["model"]
+        assert summary(got[engine]) == summary(alone)
+
+
+def test_a_compose_log_of_two_services_is_two_deployments(tmp_path):
+    """`docker compose logs`: each line behind its service's name, the services' lines interleaved."""
+    va = bare_server(SLURM_JOB).splitlines(keepends=True)
+    sg = lines(SGLANG)
+    out = []
+    for i in range(max(len(va), len(sg))):
+        if i < len(va):
+            out.append("vllm-1    | " + va[i])
+        if i < len(sg):
+            out.append("sglang-1  | " + sg[i])
+    f = tmp_path / "compose.log"
+    f.write_text("".join(out))
+    d = report(f)
+    deps = {x["deployment"]["engine"]: x["deployment"] for x in analyses(d)}
+    assert sorted(deps) == ["sglang", "vllm"]
+    assert deps["sglang"]["tensor_parallel_size"] == 2 and deps["vllm"]["tensor_parallel_size"] == 1
+
+
+def test_one_server_restarted_in_one_file_is_one_deployment_with_its_launches():
+    """A RAG job that built its vLLM engine four times with the same settings, then once more with
+    another gpu_memory_utilization: two deployments, the first with its four launches."""
+    d = report(REAL / "vllm-baodangtrandev-v0-qwen14b-conc155.log")
+    first, second = analyses(d)
+    assert len(first["launches"]) == 4
+    assert [x["first_line"] for x in first["launches"]] == sorted(x["first_line"] for x in first["launches"])
+    assert first["deployment"]["gpu_memory_utilization"] == 0.8
+    assert second["deployment"]["gpu_memory_utilization"] == 0.9
+    assert second["launches"][0]["first_line"] > first["launches"][-1]["last_line"]
+
+
+# -- captures and results inside a log -----------------------------------------------------------
+def test_captures_inside_a_log_are_read_as_their_own_regions(tmp_path):
+    """A job that prints `nvidia-smi dmon`, `topo -m` and a Prometheus scrape after its server's log."""
+    server = bare_server(SLURM_JOB)
+    f = tmp_path / "job.out"
+    f.write_text(server + "".join(lines(OTHER / "dmon-xuesongtap-s-m-8gpu.txt"))
+                 + "$ nvidia-smi topo -m\n" + "".join(lines(OTHER / "topo-xuesongtap-4xa10-sys.txt"))
+                 + "$ curl -s localhost:30000/metrics\n" + "".join(lines(OTHER / "sglang-pr-7944-metrics.prom")))
+    d = report(f)
+    cov = d["inputs"][0]["coverage"]
+    kinds = [r["kind"] for r in cov["regions"]]
+    assert {"vllm", "gpu-dmon", "gpu-topo", "prometheus-scrape"} <= set(kinds), kinds
+    assert cov["share"] >= 0.9
+    bare = tmp_path / "server.log"
+    bare.write_text(server)
+    alone = report(bare)
+    for k in ("model", "tensor_parallel_size", "max_num_seqs", "kv_cache_tokens"):
+        assert d["deployment"].get(k) == alone["deployment"].get(k), k
+
+
+# -- saying what was not read ----------------------------------------------------------------------
+def test_a_log_mostly_in_no_known_format_says_so_first_and_beside_no_findings(tmp_path):
+    """A real server's first lines, then a job's package install (real pip output of a job log)
+    running on with the server's lines after it: most of the server's span is not read."""
+    job = lines(REAL / "vllm-semianalysisai-kimik27-mxfp4-mi355x-tp4-lmcache-hf429-crash.log")
+    pip = [x for x in job[436:755] if not VLLM_LINE.search(x)]
+    server = SGLANG.read_text().splitlines(keepends=True)
+    f = tmp_path / "job.log"
+    f.write_text("".join(server[:5] + pip + server[5:]))
+    p = run_cli(f)
+    out = p.stdout.decode()
+    first = " ".join(out.split("\n\n")[0].split("Bottleneck:")[0].split())
+    assert "only" in first and "% of its" in first and "lines are in a format diagnose reads" in first
+    md = run_cli("--format", "markdown", f).stdout.decode()
+    assert "only" in md.split("\n## ", 1)[0]
+    d = report(f)
+    assert d["inputs"][0]["coverage"]["share"] < 0.5
+
+
+def test_stop_wordings_are_no_crash_and_a_dead_engine_leads_the_verdict():
+    stopped = report(REAL / "vllm-intellistream-qwen25-14b-ascend-npu-kvoffload-pressure.log")
+    assert "engine-crash" not in summary(stopped)[0]
+    assert stopped["launches"][-1]["ending"] == "stopped"
+    crashed = report(REAL / "vllm-safetyresearch-gptoss-20b-tp8-slurm-triton-import-crash.log")
+    assert crashed["verdict"]["bottleneck"] == "crashed"
+    assert summary(crashed)[0][0] == "engine-crash"
