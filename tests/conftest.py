@@ -149,6 +149,6 @@ def evidence_summary(ev) -> dict:
         "event_counts": dict(sorted(ev.event_counts.items())),
         "events": {k: [(e.line, e.text) for e in v] for k, v in sorted(ev.events.items())},
         "stats": [{k: v for k, v in r.items()} for r in ev.stats_rows],
-        # Same heads, same keys (common_lines.head_key; the C scanner computes the same).
+        # Same heads, same keys (engines.common.head_key; the C scanner computes the same).
         "prefixes": dict(sorted(ev.prompt_prefixes.items())),
     }

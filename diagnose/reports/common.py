@@ -201,7 +201,8 @@ def input_warnings(inputs: list[dict]) -> list[str]:
         # A server's lines well read inside a job's other output (pip, banners, a client): no alarm;
         # the foot of the report gives the regions.
         wrapped = (cov.get("server_share") or 0) >= 0.8
-        if share is not None and share < LOW_SHARE and seen >= 5 and not wrapped:
+        # (a few lines of a job's stderr beside the server's log are no alarm: the foot lists them)
+        if share is not None and share < LOW_SHARE and (seen >= 20 or len(inputs) == 1 and seen >= 5) and not wrapped:
             first = "; ".join(f"line {_n(e['line'])}: {e['text']}" for e in cov.get("other_examples", [])[:2])
             regs = regions_text({"regions": [r for r in cov.get("regions") or [] if r["kind"] != "other"]})
             out.append(f"{inp['path']}: only {round(share * 100)} % of its {_n(inp['lines'])} lines are in a format "
@@ -245,12 +246,17 @@ def launches_text(data: dict) -> str | None:
     parts = data.get("launches") or []
     if len(parts) <= 1 and not any(p.get("stream") for p in parts):
         return None
+    launched = [p for p in parts if p.get("launch_line")]
+    if len(launched) > 1:
+        parts = launched        # a piece without its launch (a client's stray line) is no launch of it
     out = []
     for src, ps in _by_source(parts).items():
         spans = ", ".join(f"{_n(p['first_line'])}–{_n(p['last_line'])}" + (f" [{p['stream']}]" if p.get("stream") else "")
                           + (f" ({p['ending']})" if p.get("ending") else "") for p in ps)
         out.append(f"{src} lines {spans}")
-    return f"{len(parts)} launches of this server — " + "; ".join(out) if len(parts) > 1 else "read from " + out[0]
+    if len(launched) > 1:
+        return f"{len(parts)} launches of this server — " + "; ".join(out)
+    return "read from " + "; ".join(out)
 
 
 # Settings that tell deployments apart, as the overview names them.

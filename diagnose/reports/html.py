@@ -117,8 +117,9 @@ def _analysis(d: dict, panels: list, idx: int) -> list[str]:
     where = launches_text(d)
     if where:
         out.append(f"<li class=dim>{_e(where)}</li>")
+    several = len(d["inputs"]) > 1
     for i in d["inputs"]:
-        out += [f"<li class=dim>note: {_e(n)}</li>" for n in i.get("errors") or []]
+        out += [f"<li class=dim>note: {_e(i['path'] + ': ' if several else '')}{_e(n)}</li>" for n in i.get("errors") or []]
     out.append("</ul></div>")
     hint = None if d["findings"] else nothing_read_hint(d)
     out.append("<h2>Findings</h2>" if d["findings"] else f"<h2>Findings</h2><p>{_t(hint) if hint else 'No findings.'}</p>")

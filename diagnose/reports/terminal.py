@@ -27,9 +27,10 @@ def render(data: dict, console: Console, timeline: dict | None = None, verbose: 
     where = launches_text(data)
     if where:
         console.print(f"  [dim]· {escape(where)}[/dim]")
+    several = len(data["inputs"]) > 1
     for inp in data["inputs"]:      # what the verdict rests on: `partial data (--partial): …`, a widened step
         for note in inp.get("errors") or []:
-            console.print(f"  [yellow]note:[/yellow] {escape(note)}")
+            console.print(f"  [yellow]note:[/yellow] {escape(inp['path'] + ': ' if several else '')}{escape(note)}")
     rows = summary_rows(dep)
     if rows:
         t = Table(show_header=False, box=None, padding=(0, 1), title="Deployment", title_justify="left")

@@ -506,7 +506,8 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     logged_events = (ev.counters.get("preemptions_total", 0) + ev.counters.get("retracted_total", 0))
     v["preemptions_total"] = logged_events or None
     v["paused_samples"] = ev.counters.get("paused_samples", 0)
-    v["single_scrape"] = bool(ev.counters.get("single_scrape"))
+    # one scrape is all there is of the run only when nothing else (a log's stats) gives samples
+    v["single_scrape"] = bool(ev.counters.get("single_scrape")) and len(ev.stats_rows) <= 1
     v["paused_peak"] = ev.counters.get("paused_peak", 0)
     if not ev.stats_rows:
         v["steady_samples"] = 0

@@ -21,8 +21,33 @@ METRICS = ("output_tps", "request_tps", "ttft_mean_ms", "ttft_p50_ms", "ttft_p99
            "tpot_p99_ms", "itl_mean_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "input_len_mean", "output_len_mean")
 
 
+def _one_per_run(points: list[dict]) -> list[dict]:
+    """A run reported twice (the result block a job printed and the JSON it saved): one point,
+    with what either says. Same requests completed, same duration, same throughput, and no load that
+    differs (saturated runs at two loads can agree on the rest): same run."""
+    seen: dict = {}
+    out = []
+    for p in points:
+        d, t = p.get("duration_s"), p.get("output_tps")
+        k = (p.get("completed"), round(d, 2), round(t, 1)) if d is not None and t is not None else None
+        first = seen.get(k) if k is not None else None
+        if first is not None and not any(first.get(f) is not None and p.get(f) is not None and first[f] != p[f]
+                                         for f in ("concurrency", "request_rate")):
+            for f, v in p.items():
+                if first.get(f) is None and v is not None:
+                    first[f] = v
+            continue
+        p = dict(p)
+        if k is not None:
+            seen[k] = p
+        out.append(p)
+    return out
+
+
 def _group(points: list[dict]) -> tuple[str, list[dict], int]:
     """(axis, the main sweep's points merged per load level, runs left out as another sweep)."""
+    points = _one_per_run(points)
+
     def key(p):
         return (p.get("tool"), p.get("model"), p.get("workload"))
     groups: dict = {}

@@ -273,5 +273,7 @@ def merge(pieces: list[Piece]) -> Evidence:
             ev.absorb_facts(p.ev)
         for p in pieces:
             ev.absorb(p.ev, facts=False)
-    ev.parts = [p.describe() for p in pieces if p.first is not None]
+    # the server's own pieces (its launches, its processes' logs); configs, scrapes and captures
+    # attached to it are its inputs, not launches
+    ev.parts = [p.describe() for p in pieces if p.first is not None and (p.engine_lines or len(pieces) == 1)]
     return ev

@@ -37,16 +37,13 @@ MARKERS = tuple((name, re.compile(src), per_launch) for name, e in ENGINES.items
 
 
 HINTS = tuple(dict.fromkeys(h for e in ENGINES.values() for h in e.launch_hints))
+_HINTS_RE = re.compile("|".join(map(re.escape, HINTS)))
 
 
 def marker(msg: str):
     """(engine, key, once per launch) when the message starts a launch or one of its processes
     (its wording is at the start of the message: a request line quoting it is none)."""
-    head = msg[:80]
-    for h in HINTS:
-        if h in head:
-            break
-    else:
+    if not _HINTS_RE.search(msg, 0, 80):
         return None
     for name, rx, per_launch in MARKERS:
         m = rx.search(msg)

@@ -328,7 +328,7 @@ def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bo
                 text = f"{iso} {text}"
             keyword = True
             enveloped = True
-    before = not st.piece.launched
+    before = st.piece.launch_line is None
     if not keyword:
         for r in st.readers:
             if r.armed and r.open(n, text, piece.ev, before):
@@ -346,7 +346,7 @@ def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bo
                 st.region = r
                 cov.line(n, r.kind)
                 return
-    piece = st.stream(line.stream)
+    piece = st.current.get(line.stream) or st.stream(line.stream)
     when = clock.at(line)
     if line.fmt is not None:
         m = marker(line.msg)

@@ -56,6 +56,8 @@ STOP = re.compile("|".join([
 # Literal text one of the STOP wordings holds: the regex runs only where one is.
 STOP_HINTS = ("Interrupt", "SIG", "ignal", "Shutting", "Abort", "Termin", "Stopping", "shutdown", "CANCELLED", "xit", "eturn code",
               *(h for e in ENGINES.values() for h in e.stop_hints))
+# the hints as one search (every line passes here: one C-level scan, not a Python loop)
+STOP_HINTS_RE = re.compile("|".join(map(re.escape, STOP_HINTS)))
 # An error answered to one request: the server goes on serving.
 REQUEST_ERROR = re.compile(r"Exception in ASGI application|Error in preprocessing prompt inputs|Error in (?:chat )?completion"
                            r"|Error in request|Error with model|Error in serving|Failed to (?:process|handle) request")
@@ -163,7 +165,7 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
         lifecycle(ev, src).request_error = n
         ev.add_event("request_error", src, n, lambda: redact(line.raw), when)
         return True
-    if any(h in msg for h in STOP_HINTS) and STOP.search(msg):
+    if STOP_HINTS_RE.search(msg) and STOP.search(msg):
         life = lifecycle(ev, src)
         if not life.stopping:
             ev.add_event("stop_requested", src, n, line.raw, when)

@@ -4,7 +4,7 @@ their segments to one consumer (segments.read), and tests hold them to the same 
 
 A block of whole lines is split once, and each line classified as scan.c classifies it: not
 readable text (invalid UTF-8, NUL bytes: counted, never parsed), and, on a big log (`tally`), an
-engine request line or a uvicorn access line (counted: common_lines.REQUEST_SHAPE/ACCESS_SHAPE),
+engine request line or a uvicorn access line (counted: engines.common.REQUEST_SHAPE/ACCESS_SHAPE),
 else a line holding one of the keywords (for the parsers). A small log is read whole and every
 keyword line goes to the parsers, access and request lines included: the reference the tallies
 are checked against.

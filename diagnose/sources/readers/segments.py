@@ -209,7 +209,7 @@ class _Tally:
 
 
 def tally_access(ev: Evidence, acc: int, req: int, status, refused: int, probe: int, examples) -> None:
-    """What counted access and request lines become in the evidence, as common_lines makes of them
+    """What counted access and request lines become in the evidence, as engines.common makes of them
     line by line: `access_lines`, `status_NNN`, examples of 5xx/429 answers, refusals (503/429 to a
     request, not to a health probe), probes; `request_lines`. status: (three-digit code, lines)
     pairs; examples(kind, which, total) keeps the first lines of a kind, `which` being

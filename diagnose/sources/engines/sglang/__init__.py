@@ -13,7 +13,7 @@ ENGINE = Engine(
               "sglang", "Health check failed", "SGLang Version", "SGLang version"),
     launch_hints=("server_args",),
     launch=r"server_args(?:=|: )(?:ServerArgs\(|\{)",
-    expects=("Decode batch", "Prefill batch", "server_args=", "#running-req"),
+    expects=("Decode batch", "Prefill batch", "server_args=ServerArgs(", "#running-req"),
     # (`[stamp] LMCache INFO:` and the like are another library's logger, not SGLang's)
     shape=r"\[(?:\d{4}-\d\d-\d\d |\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z][A-Z_]*\d+)*\] (?![\w.]+ (?:DEBUG|INFO|WARNING|ERROR|CRITICAL):)",
     # its SIGTERM handler: `Gracefully exiting... Remaining number of requests 0`

@@ -50,7 +50,7 @@ class HeadsTable(ctypes.Structure):
 
 class Heads:
     """The bounded table of prompt heads, in C: segments are added in line order; `into()` leaves
-    in `seen` (ev.prompt_prefixes) what common_lines.note_prompt would have, and returns the
+    in `seen` (ev.prompt_prefixes) what engines.common.note_prompt would have, and returns the
     overflow count. Starts from what `seen` already holds (an earlier input)."""
 
     def __init__(self, lib, cap: int, seen: dict):

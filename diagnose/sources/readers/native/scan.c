@@ -39,10 +39,10 @@ typedef struct {
     int64_t status[NSTATUS];
     int64_t kept[NSTATUS];          /* evidence rows given per error status, this block */
     int64_t kept_probe, kept_rcv;
-    int64_t refused;                /* 503/429 answered to a request, not to a probe (common_lines) */
+    int64_t refused;                /* 503/429 answered to a request, not to a probe (engines.common) */
 } dg_totals;
 
-/* ---- lists set once from Python (scanner.GREP_KEYWORDS, common_lines.PROBE_PATHS) ---- */
+/* ---- lists set once from Python (scanner.GREP_KEYWORDS, engines.common.PROBE_PATHS) ---- */
 
 #define MAX_WORDS 256
 #define WORD_BYTES 8192
@@ -54,7 +54,7 @@ static const uint8_t *probe[MAX_WORDS];
 static int probe_len[MAX_WORDS], n_probe;
 
 /* zlib's CRC-32, eight bytes a step: the key of a prompt head is crc32 << 32 | adler32, which
- * Python computes with zlib for the same bytes (common_lines.head_key). */
+ * Python computes with zlib for the same bytes (engines.common.head_key). */
 static uint32_t crc_table[8][256];
 
 static void crc_init(void)
@@ -356,7 +356,7 @@ static const uint8_t *find_lit(const uint8_t *s, const uint8_t *e, const char *l
     return NULL;
 }
 
-/* common_lines.REQUEST_SHAPE: `\] (?:Received|Added|Finished|Aborted) request` anywhere in the
+/* engines.common.REQUEST_SHAPE: `\] (?:Received|Added|Finished|Aborted) request` anywhere in the
  * line. 2 when the line holds `] Received request` (anywhere), 1 for another
  * request line, 0 for none. */
 static int is_request(const uint8_t *s, const uint8_t *e)
@@ -388,7 +388,7 @@ static int ascii_space(uint8_t c) { return c == ' ' || (c >= '\t' && c <= '\r');
 
 #define UNSURE (-1)
 
-/* One try of common_lines.ACCESS_SHAPE at an `INFO:` that starts at `p`:
+/* One try of engines.common.ACCESS_SHAPE at an `INFO:` that starts at `p`:
  * `INFO: +[\w.:\[\]-]+:\d+ - "[A-Z]+ \S+ HTTP/[\d.]+" \d{3}`. Every part is a greedy run that
  * cannot give anything back (each is followed by a byte outside it), so one left-to-right walk
  * decides. Returns 1 (status, path set), 0, or UNSURE where a non-ASCII or control byte could
@@ -461,7 +461,7 @@ static int has_keyword(const uint8_t *s, int64_t n)
     return 0;
 }
 
-/* common_lines.note_prompt: after the first `prompt: ` and its quote, up to the closing
+/* engines.common.note_prompt: after the first `prompt: ` and its quote, up to the closing
  * `', params` (or `', sampling_params`) when that starts within 256 bytes, else 256 bytes. */
 static int prompt_head(const uint8_t *s, const uint8_t *e, int64_t *start, int64_t *end)
 {
@@ -642,7 +642,7 @@ int64_t dg_scan_fd(int fd, int64_t pos, int64_t to, int64_t end, uint8_t *buf, i
     return pos;
 }
 
-/* ---- the bounded table of prompt heads (common_lines.MAX_PREFIXES), kept across segments ----
+/* ---- the bounded table of prompt heads (engines.common.MAX_PREFIXES), kept across segments ----
  * Segments come back from the workers in line order and are added here one after another, so
  * the table keeps the heads the line-by-line path keeps: the first `cap` distinct ones. Key and
  * count share a slot, and slots are fetched ahead: a table this size lives outside the caches. */
