@@ -1,17 +1,40 @@
 """Command line: `diagnose FILE…` and `diagnose rules [ID]`.
 
-Exit codes: 0 diagnosed, 1 a finding at or above --fail-on, 2 usage or input error.
+Exit codes (EXIT_CODES, listed in `--help` and the README): 0 diagnosed, 1 a finding at or above
+--fail-on, 2 usage or input error, 3 internal error, 130 / 143 stopped by SIGINT / SIGTERM before a
+report. Every line on stderr passes `printable`: no control character from a file name or a log
+line reaches the terminal.
 """
 from __future__ import annotations
 
-import gc
 import os
+import signal
 import sys
-import tempfile
-from enum import Enum
-from typing import List, Optional
 
-import typer
+
+def _early_interrupt(signum, frame) -> None:
+    """SIGINT/SIGTERM while the command is still starting (importing typer and the rest: nothing
+    read, nothing written yet): the one line and the exit code, never a traceback."""
+    os.write(2, b"diagnose: interrupted\n")
+    os._exit(128 + signum)
+
+
+# Run as the program (`python -m diagnose`, the `diagnose` script), not imported by another one:
+# a signal from now on ends the run cleanly; main() installs the handlers of the run itself.
+_AS_PROGRAM = bool(sys.argv) and (
+    os.path.abspath(sys.argv[0]) == os.path.join(os.path.dirname(os.path.abspath(__file__)), "__main__.py")
+    or os.path.basename(sys.argv[0]) == "diagnose")
+if _AS_PROGRAM:
+    for _sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(_sig, _early_interrupt)
+
+# After the handlers: importing these (typer above all) is most of the start-up.
+import gc  # noqa: E402
+import tempfile  # noqa: E402
+from enum import Enum  # noqa: E402
+from typing import List, Optional  # noqa: E402
+
+import typer  # noqa: E402
 
 from . import __version__
 
@@ -36,13 +59,30 @@ class FailOn(str, Enum):
     none = "none"
 
 
+def _say(msg: str) -> None:
+    """One line on stderr, `diagnose: …`, whatever the message holds (a file name with an escape
+    sequence or a line break is shown escaped, on one line)."""
+    from .reports.common import printable
+    sys.stderr.write(f"diagnose: {printable(msg)}\n")
+
+
 def _die(msg: str) -> None:
-    sys.stderr.write(f"diagnose: {msg}\n")
+    _say(msg)
     raise typer.Exit(2)
 
 
 # `-h` as well as `--help`, for the main command and every subcommand.
 HELP = {"help_option_names": ["-h", "--help"]}
+
+# Every exit status, as the main help lists them (and the README's table).
+EXIT_CODES = {
+    0: "diagnosed: no finding at or above --fail-on",
+    1: "a finding at or above --fail-on (or a regression under --fail-on-regression)",
+    2: "usage or input error (one line on stderr)",
+    3: "internal error (a bug: please report it with the input)",
+    130: "stopped by SIGINT (Ctrl-C) before a report: `diagnose: interrupted`",
+    143: "stopped by SIGTERM before a report",
+}
 
 # The subcommands, dispatched by _main before typer sees the arguments (each is its own app: the
 # main command keeps its FILES... argument, and a run loads only what it needs). Listed in the main
@@ -54,7 +94,13 @@ Commands:
   capacity         KV cache, concurrency and speed bounds for one deployment
                    (--model MODEL --gpu GPU --context TOKENS)
 
-Run `diagnose COMMAND -h` for a command's options."""
+Run `diagnose COMMAND -h` for a command's options.
+
+\b
+Exit codes:
+""" + "\n".join(f"  {code:<4} {what}" for code, what in EXIT_CODES.items()) + """
+  With --follow/--watch a first SIGINT/SIGTERM prints the final report (exit 0 or 1);
+  130/143 only when no pass had finished."""
 
 
 def _version(value: bool) -> None:
@@ -99,7 +145,8 @@ def analyze(
     token_file: Optional[str] = typer.Option(None, "--prometheus-token-file", metavar="FILE", help="bearer token for --prometheus, read from this file"),
     user: Optional[str] = typer.Option(None, "--prometheus-user", metavar="USER", help="basic-auth user (password from DIAGNOSE_PROMETHEUS_PASSWORD)"),
     insecure: bool = typer.Option(False, "--insecure", help="do not verify the Prometheus TLS certificate"),
-    timeout: float = typer.Option(30.0, "--timeout", metavar="SECONDS", help="seconds to wait for each Prometheus answer"),
+    timeout: float = typer.Option(30.0, "--timeout", metavar="SECONDS", help="the most one Prometheus request may take, its answer read to the end"),
+    deadline: Optional[float] = typer.Option(None, "--deadline", metavar="SECONDS", help="the most all of a pass's Prometheus queries may take together (default: 4 × --timeout)"),
     partial: bool = typer.Option(False, "--partial", help="report what was fetched when Prometheus fails part-way"),
     follow: bool = typer.Option(False, "--follow", help="keep reading the files as they grow (tail -F) and show the diagnosis again every --interval; Ctrl-C for the final report"),
     watch: Optional[str] = typer.Option(None, "--watch", metavar="DURATION", help="with --prometheus: query again every DURATION (e.g. 30s) over the last --since; Ctrl-C for the final report"),
@@ -141,9 +188,22 @@ def analyze(
     prom = None
     if prometheus:
         prom = _prometheus_args(prometheus, since, start_t, end_t, step, match, model, token_file, user,
-                                insecure, timeout, partial)
+                                insecure, timeout, partial, deadline)
+    stop = None
     if follow or watch:
         every, window = _live_options(files, prom, follow, watch, interval, since, format, output)
+        # From here a signal asks for the final report (live.Stop): the first pass below is the
+        # loop's first, and a signal during it lets it finish.
+        import time
+        from .live import _stamp, begin
+        stop = begin()
+        stamp0 = _stamp(files) if files else None
+        cpu0, wall0 = time.process_time(), time.monotonic()
+        stop.busy = True
+    if output:
+        clash = _input_named(output, files, baseline, [targets, config])
+        if clash:
+            _die(f"-o {output}: is one of the inputs; not overwritten")
     kw = dict(rule_dirs=rules, ignore=ignored, year=year, gpu_start=start, gpu_interval=gpu_interval,
               gpu_name=gpu_name, overrides=cfg.rules, targets=tgt or None)
     from .sources.prometheus import PromError
@@ -152,6 +212,9 @@ def analyze(
         before = _baseline(baseline, kw) if baseline else None
     except (InputError, RuleError, PromError) as e:
         _die(str(e))
+    finally:
+        if stop is not None:
+            stop.busy = False
     all_rules = analyses[0].rules
     from .ruleset.rules import RETIRED_IDS
     known = {r.id for r in all_rules} | set(RETIRED_IDS)
@@ -169,7 +232,8 @@ def analyze(
     if fail_on_regression and not (baseline or baseline_window):
         _die("--fail-on-regression needs --baseline or --baseline-window")
     if follow or watch:
-        return _live(files, prom, kw, every, window, format, fail_on, verbose)
+        first = (analyses, stamp0, time.process_time() - cpu0, time.monotonic() - wall0)
+        return _live(files, prom, kw, every, window, format, fail_on, verbose, stop, first)
     parts = [(a.to_json(), a.signals.timeline) for a in analyses]
     comparison = None
     if before is not None:
@@ -183,6 +247,8 @@ def analyze(
     text = renderer(ReportRun(analyses=analyses, parts=parts, doc=combined_json(analyses), rules=all_rules,
                               comparison=comparison, suppressions=suppressions,
                               before=_BASELINE_RUN[0] if _BASELINE_RUN else None)) if renderer else None
+    if text is not None:
+        text = _report_text(text, format)
     if output:
         _write_atomic(output, text if text is not None else "".join(_terminal_text(d, t, verbose, comparison) for d, t in parts))
     if text is not None and not output:
@@ -191,15 +257,15 @@ def analyze(
         from rich.console import Console
         from .reports.terminal import render as term, render_comparison
         from rich.markup import escape
-        from .reports.common import deployment_label, skipped_lines
+        from .reports.common import deployment_label, printable, skipped_lines
         console = Console(highlight=False, emoji=False)
         for line in skipped_lines(doc_skipped(analyses)):
-            console.print(f"[dim]{escape(line)}[/dim]")
+            console.print(f"[dim]{escape(printable(line))}[/dim]")
         if len(parts) > 1:
             _overview(console, parts)
         for i, (d, t) in enumerate(parts):
             if len(parts) > 1:
-                console.rule(escape(f"deployment {i + 1} of {len(parts)}: {deployment_label(d)}"))
+                console.rule(escape(printable(f"deployment {i + 1} of {len(parts)}: {deployment_label(d)}")))
             term(d, console, t, verbose)
         if comparison is not None:
             render_comparison(comparison, console)
@@ -222,8 +288,9 @@ def doc_skipped(analyses) -> list[dict]:
 def _overview(console, parts) -> None:
     """Several deployments: one line each first (what they are, where they come from, the verdict)."""
     from rich.markup import escape
-    from .reports.common import deployment_label, differences
+    from .reports.common import deployment_label, differences, printable_tree
     console.print(f"[bold]{len(parts)} deployments[/bold] (different servers, or different settings: each diagnosed on its own below)")
+    parts = [(printable_tree(d), t) for d, t in parts]
     first = parts[0][0]["deployment"]
     for i, (d, _) in enumerate(parts, 1):
         f = d["findings"]
@@ -258,16 +325,19 @@ def _live_options(files, prom, follow, watch, interval, since, format, output) -
     return every, window
 
 
-def _live(files, prom, kw, every, window, format, fail_on, verbose) -> None:
+def _live(files, prom, kw, every, window, format, fail_on, verbose, stop=None, first=None) -> None:
     from .live import run
     as_json = format is Format.json or (format is Format.terminal and not sys.stdout.isatty())
     limit = None if fail_on is FailOn.none else SEVERITIES.index(fail_on.value)
-    code = run(files, prom, kw, every, as_json, window, limit, verbose)
+    code = run(files, prom, kw, every, as_json, window, limit, verbose, stop=stop, first=first)
     if code:
+        _stop_waiting_for_threads(code)
         raise typer.Exit(code)
+    _stop_waiting_for_threads(0)
 
 
-def _prometheus_args(url, since, start_t, end_t, step, match, model, token_file, user, insecure, timeout, partial) -> dict:
+def _prometheus_args(url, since, start_t, end_t, step, match, model, token_file, user, insecure, timeout, partial,
+                     deadline=None) -> dict:
     from datetime import datetime, timezone
     from .sources.prometheus import parse_since
     url, user, password = _prometheus_url(url, token_file, user)
@@ -275,6 +345,8 @@ def _prometheus_args(url, since, start_t, end_t, step, match, model, token_file,
         _die(f"--timeout must be > 0 (got {timeout:g})")
     if timeout > 1e6:                           # inf: the socket raised OverflowError
         _die(f"--timeout must be at most 1000000 s (got {timeout:g})")
+    if deadline is not None and not 0 < deadline <= 1e7:
+        _die(f"--deadline must be > 0 and at most 10000000 s (got {deadline:g})")
     end = _utc_time("--end", end_t) if end_t is not None else datetime.now(timezone.utc)
     if start_t is not None:
         start = _utc_time("--start", start_t)
@@ -304,7 +376,8 @@ def _prometheus_args(url, since, start_t, end_t, step, match, model, token_file,
         except OSError as e:
             _die(f"{token_file}: cannot read token ({e.strerror})")
     return {"url": url.rstrip("/"), "start": start, "end": end, "step": step, "match": match, "token": token,
-            "user": user, "password": password, "insecure": insecure, "timeout": timeout, "partial": partial}
+            "user": user, "password": password, "insecure": insecure, "timeout": timeout, "partial": partial,
+            "deadline": deadline}
 
 
 def _prometheus_url(url: str, token_file, user):
@@ -398,23 +471,77 @@ _BASELINE_RUN: list = []      # the baseline's analysis, when it was diagnosed h
 
 def _terminal_text(data, timeline, verbose, comparison=None) -> str:
     from rich.console import Console
+    from .reports.common import printable
     from .reports.terminal import render as term, render_comparison
     c = Console(record=True, width=120, file=open(os.devnull, "w"), color_system=None, emoji=False)
     term(data, c, timeline, verbose)
     if comparison is not None:
         render_comparison(comparison, c)
-    return c.export_text()
+    return printable(c.export_text(), newlines=True)
+
+
+def _report_text(text: str, format: Format) -> str:
+    """A rendered report as it may reach a terminal (stdout) or a file someone will `cat`: no raw
+    control character. JSON (SARIF too) escapes C0 itself; C1 and bidi controls, which it writes as
+    they are, become `\\u009b` escapes (the same JSON). Every other format shows them escaped."""
+    from .reports.common import json_safe, printable
+    if format in (Format.json, Format.sarif):
+        return json_safe(text)
+    return printable(text, newlines=True)
+
+
+def _input_named(output: str, files: list, baseline: list, others: list) -> str | None:
+    """The input that `-o` names, if any: the same file (device and inode: through any link or
+    relative path) as one of FILES (directories and globs expanded as they are read), a
+    --baseline, --targets or --config file, or stdin when it is that file. Replacing it would
+    destroy what is being diagnosed."""
+    import stat
+    try:
+        out = os.stat(output)
+    except OSError:             # not there yet, or not reachable: no input it can be
+        return None
+    if not stat.S_ISREG(out.st_mode):
+        return None
+
+    def same(st) -> bool:
+        return (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino)
+
+    from .sources import InputError, resolve
+    candidates = [q for q in others if q]
+    for p in [*files, *baseline]:
+        if p == "-":
+            try:
+                if same(os.fstat(sys.stdin.fileno())):
+                    return p
+            except (OSError, ValueError, AttributeError):
+                pass
+            continue
+        try:
+            candidates += [i.path for i in resolve([p])]
+        except InputError:      # the analysis says what is wrong with it
+            continue
+    for q in candidates:
+        try:
+            if same(os.stat(q)):
+                return q
+        except OSError:
+            continue
+    return None
 
 
 def _write_atomic(path: str, text: str) -> None:
-    """Write to a temporary file beside the target, then rename: never a half-written report.
-    A device or pipe (`-o /dev/stdout`, a FIFO) is written directly: renaming over it would
-    replace the device node with a regular file."""
+    """Write to a temporary file beside the target, then rename: never a half-written report, and
+    the temporary file removed on any failure or signal. A report replaced keeps its mode (a 0600
+    report stays 0600); a new one gets 0666 less the umask, as `>` would. A symbolic link is
+    written through (the file it names is replaced, the link kept). A device or pipe
+    (`-o /dev/stdout`, a FIFO) is written directly: renaming over it would replace the device node
+    with a regular file."""
     import stat
     try:
-        mode = os.stat(path).st_mode
+        st = os.stat(path)
     except OSError:
-        mode = None
+        st = None
+    mode = st.st_mode if st is not None else None
     if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
         try:
             with open(path, "w", encoding="utf-8") as fh:
@@ -424,21 +551,32 @@ def _write_atomic(path: str, text: str) -> None:
         return
     if mode is not None and stat.S_ISDIR(mode):
         _die(f"{path}: is a directory (give a file name for --output)")
-    d = os.path.dirname(os.path.abspath(path)) or "."
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    if mode is None:
+        umask = os.umask(0)
+        os.umask(umask)
+        keep = 0o666 & ~umask
+    else:
+        keep = stat.S_IMODE(mode) & 0o777
+    d = os.path.dirname(os.path.abspath(target)) or "."
+    tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=d, prefix=".diagnose-", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)     # mkstemp's 0600 is for the temporary file, not the report
-        os.replace(tmp, path)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, keep)     # mkstemp's 0600 is for the temporary file, not the report
+        os.replace(tmp, target)
+        tmp = None
     except OSError as e:
-        try:
-            os.unlink(tmp)
-        except (OSError, UnboundLocalError):
-            pass
         _die(f"{path}: cannot write report ({e.strerror or e})")
+    finally:                    # any failure, a signal (live.Interrupted) included
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 rules_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
@@ -507,7 +645,7 @@ def gpu(
     except OSError as e:
         _die(f"{path}: cannot write samples ({e.strerror or e})")
     if save:
-        sys.stderr.write(f"diagnose: samples saved to {save} (read them back with `diagnose {save}`)\n")
+        _say(f"samples saved to {save} (read them back with `diagnose {save}`)")
     sys.argv = ["diagnose", "--format", format.value, path]
     try:
         analyze_app(args=sys.argv[1:], prog_name="diagnose", standalone_mode=True)
@@ -516,20 +654,71 @@ def gpu(
             os.unlink(path)
 
 
+def _interrupt(signum, frame) -> None:
+    """SIGINT/SIGTERM outside --follow/--watch: stop now (live.Interrupted, which no `except
+    Exception` takes for an input error); a further signal while the run ends is ignored."""
+    from .live import Interrupted
+    if getattr(_interrupt, "seen", False):
+        return
+    _interrupt.seen = True
+    raise Interrupted(signum)
+
+
+def _install_interrupts() -> None:
+    _interrupt.seen = False
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _interrupt)
+
+
+def _stop_waiting_for_threads(code: int) -> None:
+    """Where a signal cut a read short, the C scanner's workers may still be on their last block:
+    exit now rather than have the interpreter wait for them."""
+    import threading
+    main_thread = threading.main_thread()
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not main_thread):
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+
+
 def main() -> None:
     # Importing polars (GPU samples, series) creates ~10^6 objects, and the
     # default threshold (700) walks them over and over. The subcommands (`gpu` samples for as long
     # as asked) keep collecting, just rarely; an analysis does without (below).
     gc.set_threshold(50_000, 20, 20)
+    from .live import Interrupted
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    _install_interrupts()
     try:
         _main()
-    except (KeyboardInterrupt, BrokenPipeError):
+    except (Interrupted, KeyboardInterrupt) as e:
+        code = e.code if isinstance(e, Interrupted) else 130
+        try:
+            sys.stderr.write("diagnose: interrupted\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        _stop_waiting_for_threads(code)
+        raise SystemExit(code) from None
+    except BrokenPipeError:
         raise SystemExit(130)
     except SystemExit:
         raise
     except Exception as e:   # last line of defence: one line, never a traceback
-        sys.stderr.write(f"diagnose: internal error: {type(e).__name__}: {e} (please report it with the input)\n")
+        _say(f"internal error: {type(e).__name__}: {e} (please report it with the input)")
         raise SystemExit(3)
+    finally:
+        # The run is over, its exit status decided: a signal while the interpreter shuts down
+        # could only turn a finished run into a killed one (Python puts its own handlers back to
+        # the default action then). Called in-process, the caller's handlers come back.
+        for sig, handler in previous.items():
+            if _AS_PROGRAM:
+                signal.signal(sig, signal.SIG_IGN)
+            elif handler is not None:
+                signal.signal(sig, handler)
 
 
 def _main() -> None:

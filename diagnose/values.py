@@ -59,3 +59,26 @@ def model_id(model) -> str:
     while len(parts) > 1 and (_HEX_ID.match(parts[-1]) or parts[-1] in ("snapshots", "main")):
         parts.pop()
     return "/".join(parts[-2:]) if len(parts) >= 2 and not s.startswith(("/", ".", "~")) else (parts[-1] if parts else s)
+
+
+# What may not reach a terminal raw: C0 controls but tab (ESC starts every escape sequence, BEL
+# ends an OSC such as the clipboard write `ESC ] 52`), DEL, C1 controls (U+009B is a one-character
+# CSI), and the Unicode controls that reorder or break what a reader sees (bidi overrides and
+# isolates, line and paragraph separators).
+_UNPRINTABLE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNPRINTABLE_KEEP_NL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(m: re.Match) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def printable(text, newlines: bool = False) -> str:
+    """Text from an input (a file name, a log line, a model name) made safe for a terminal or a
+    report: every control character but tab shown as its escape (`ESC` as `\\x1b`), so no escape
+    sequence (an OSC 52 clipboard write, a screen clear, a one-byte CSI) reaches the terminal and no
+    line can be rewritten by a carriage return. `newlines` keeps line feeds (multi-line text such as
+    a whole rendered report or a launch command)."""
+    s = text if isinstance(text, str) else str(text)
+    return (_UNPRINTABLE_KEEP_NL if newlines else _UNPRINTABLE).sub(_visible, s)

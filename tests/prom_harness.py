@@ -901,6 +901,10 @@ class _QuietThreadingHTTPServer(ThreadingHTTPServer):
         pass
 
 
+SLOW_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:gpu_cache_usage_perc",
+                "vllm:prompt_tokens_total", "vllm:generation_tokens_total")
+
+
 class BadServer:
     """An HTTP endpoint on 127.0.0.1:<free port> that fails the way a bad Prometheus URL does.
 
@@ -914,14 +918,21 @@ class BadServer:
       dies_midway   forwards the first ``die_after`` requests to ``upstream`` (a real Prometheus),
                     then closes every later connection without a response (a server that died)
       proxy         forwards every request to ``upstream`` (records the headers the client sent)
+      drip          200 with a Content-Length, then the body one byte every ``drip_s`` seconds (a server
+                    that never trips a socket read timeout)
+      huge          200 ``application/json``: a well-formed answer of ``huge_mb`` MiB (metric names, or a
+                    query's result), streamed
+      slow          answers every request correctly after ``delay_s``: a few vLLM metric names, an empty
+                    query result (each answer within a per-request timeout, all of them not)
 
     ``tls=(certfile, keyfile)`` serves any mode over HTTPS with that certificate (``url`` says https).
     """
 
-    MODES = ("unauthorized", "hang", "html", "garbage", "server_error", "dies_midway", "proxy")
+    MODES = ("unauthorized", "hang", "html", "garbage", "server_error", "dies_midway", "proxy", "drip", "huge", "slow")
 
     def __init__(self, mode: str, *, hang_s: float = HANG_CAP_S, upstream: str | None = None, die_after: int = 3,
-                 tls: tuple | None = None):
+                 tls: tuple | None = None, drip_s: float = 2.0, huge_mb: int = 200, delay_s: float = 4.0):
+        self.drip_s, self.huge_mb, self.delay_s = drip_s, huge_mb, delay_s
         if mode not in self.MODES:
             raise ValueError(f"unknown mode {mode!r}; one of {self.MODES}")
         if mode in ("dies_midway", "proxy") and not upstream:
@@ -999,8 +1010,49 @@ class BadServer:
                         self._proxy(body)
                     elif m == "proxy":
                         self._proxy(body)
+                    elif m == "drip":
+                        data = json.dumps({"status": "success", "data": ["vllm:num_requests_running"]}).encode()
+                        self.send_response(200)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", str(len(data)))
+                        self.end_headers()
+                        for i in range(len(data)):
+                            if outer._stop.wait(outer.drip_s):
+                                break
+                            self.wfile.write(data[i:i + 1])
+                            self.wfile.flush()
+                        self.close_connection = True
+                    elif m == "huge":
+                        self._huge()
+                    elif m == "slow":
+                        if outer._stop.wait(outer.delay_s):
+                            return
+                        if "/label/__name__/values" in self.path:
+                            data = {"status": "success", "data": sorted(SLOW_METRICS)}
+                        else:
+                            data = {"status": "success", "data": {"resultType": "matrix", "result": []}}
+                        self._send(200, json.dumps(data).encode(), "application/json")
                 except (BrokenPipeError, ConnectionResetError):
                     pass
+
+            def _huge(self):
+                """A valid JSON answer of huge_mb MiB, written in pieces (never held whole here)."""
+                size = outer.huge_mb << 20
+                name = b'"vllm:num_requests_running_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",'
+                n = size // len(name)
+                head, tail = b'{"status":"success","data":[', b'"vllm:num_requests_running"]}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(head) + n * len(name) + len(tail)))
+                self.end_headers()
+                self.wfile.write(head)
+                chunk = name * 4096
+                left = n
+                while left > 0 and not outer._stop.is_set():
+                    k = min(left, 4096)
+                    self.wfile.write(chunk if k == 4096 else name * k)
+                    left -= k
+                self.wfile.write(tail)
 
             def _proxy(self, body: bytes):
                 req = urllib.request.Request(outer.upstream + self.path, data=body or None, method=self.command)

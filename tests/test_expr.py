@@ -86,3 +86,94 @@ def test_a_malicious_rule_file_is_rejected_naming_file_and_line(tmp_path, cond):
     with pytest.raises(RuleError) as e:
         load_rule(p)
     assert f"{p}:6:" in str(e.value)
+
+
+# -- every value an expression makes is bounded (issue 34) --------------------------------------------
+
+CHAIN = " * ".join(["9**64"] * 21)      # 9**64 is 203 bits: 21 factors pass 4096 bits
+
+
+@pytest.mark.parametrize("text,what", [
+    ("str(9**64) * 9**8 * 2 == 1", "a string of 2668896702 characters"),   # asked for 7.8 GB, took 25 s
+    ('"a" * 10**6', "a string of 1000000"),
+    ('10**6 * "a"', "a string of 1000000"),
+    ("(1,) * 10**6", "a sequence of 1000000"),
+    ("((1,) * 1000,) * 1000", "a sequence of 1001"),       # nested items count: comparing two was 10**9 steps
+    ('str(("x" * 1000,) * 100)', "characters when written out"),
+    ('(("x" * 1000,) * 10,) * 1000', "characters when written out"),
+    ("x * x * x", "an integer of 6002 bits"),                # x: a 2001-bit number (bits before: an upper bound)
+    (CHAIN, "an integer of 4261 bits"),
+    ('int("9" * 4000)', "an integer of 13288 bits"),
+    ('"x" * 5000 + "x" * 5000 + "x"', "a string of 10001"),
+    ("(1,) * 600 + (1,) * 401", "a sequence of 1001"),
+    ("round(1.5, 10**9)", "round to"),
+    ("round(1, -10**9)", "round to"),                       # computes 10**(10**9)
+    ("x * 1.5", "does not fit a float"),
+    ("1e6 ** 64", "does not fit a float"),
+])
+def test_values_past_their_bound_are_refused_before_they_are_made(text, what):
+    import time
+    t0 = time.monotonic()
+    with pytest.raises(ExprError) as e:
+        ev(text, x=2**2000)
+    assert "value too large" in str(e.value) and what in str(e.value)
+    assert len(str(e.value)) < 200 and time.monotonic() - t0 < 2
+
+
+def test_string_formatting_with_percent_is_refused():
+    with pytest.raises(ExprError, match="formatting"):    # a 1 GB string from 16 characters
+        ev('"%0999999999d" % 1')
+    assert ev("7 % 4") == 3 and ev("7.5 % 2") == 1.5
+
+
+def test_an_exponent_error_does_not_quote_a_huge_number():
+    with pytest.raises(ExprError, match="exponent too large") as e:
+        ev("x ** 2", x=2**4000)
+    assert len(str(e.value)) < 120
+
+
+def test_other_errors_still_propagate_to_the_runner():
+    with pytest.raises(TypeError):             # a broken rule is an error finding, not unknown
+        ev('"x" + 1')
+    assert is_unknown(ev("float(x)", x=2**4000)) and is_unknown(ev("int('x')"))
+
+
+@pytest.mark.parametrize("text,want", [
+    ("max_num_seqs * 2", 512), ('"x" * 3', "xxx"), ("pow2(300)", 512), ("(1, 2, 3, 4)", (1, 2, 3, 4)),
+    ("known_or(a, 0) + 1", 1), ("9**64 > 0", True), ('str(max_num_seqs) + " seqs"', "256 seqs"),
+    ('True * "x"', "x"), ('"x" * False', ""), ('"x" * 5000 + "x" * 5000 == "x" * 10000', True),
+    ("(1,) * 1000 == (1,) * 1000", True), ("2 ** 64", 2**64), (" * ".join(["9**64"] * 20) + " > 0", True),
+    ('str((1, "a"))', "(1, 'a')"), ("round(2.567, 2)", 2.57), ('lower("AbC") in ("abc", "x")', True),
+    ("x * 1.0", float(2**1000)), ("x * x", 2**2000),
+])
+def test_ordinary_values_are_untouched_by_the_bounds(text, want):
+    assert ev(text, max_num_seqs=256, x=2**1000) == want
+
+
+BOMB = "str(9**64) * 9**8 * 2"
+
+
+def test_a_rule_whose_expression_explodes_is_an_error_not_a_crashed_run(tmp_path):
+    """User rules with the bomb in a condition, a title and a fix note, next to one that works: each
+    broken rule is reported as a rule error and the run goes on (exit 0 on a healthy log, the good
+    rule's finding still there), quickly, never `internal error` (exit 3) or MemoryError."""
+    import os
+    import subprocess
+    import sys
+    from conftest import FIXTURES, ROOT
+    d = tmp_path / "rules" / "custom"
+    d.mkdir(parents=True)
+    rules = {"bomb-condition": (f"{BOMB} == 1", "t", "n"), "bomb-title": ("True", "{%s}" % BOMB, "n"),
+             "bomb-note": ("True", "t", "{%s}" % BOMB), "still-fine": ("True", "the custom rule still fires", "n")}
+    for rid, (cond, title, note) in rules.items():
+        (d / f"{rid}.toml").write_text(f'id = "{rid}"\nseverity = "low"\nfix_title = "f"\n'
+                                       f'condition = "{cond}"\ntitle = "{title}"\n[fix.any]\nnote = "{note}"\n')
+    p = subprocess.run([sys.executable, "-m", "diagnose", str(FIXTURES / "scenarios" / "healthy.log"),
+                        "--rules", str(tmp_path / "rules")], capture_output=True, cwd=ROOT, timeout=30,
+                       env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "NO_COLOR": "1"})
+    out = (p.stdout + p.stderr).decode()
+    assert p.returncode == 0, out
+    assert "internal error" not in out and "MemoryError" not in out
+    for rid in ("bomb-condition", "bomb-title", "bomb-note"):
+        assert f"rule error {rid}: ExprError: value too large: a string of" in out, out
+    assert "the custom rule still fires" in out

@@ -140,9 +140,10 @@ def test_blocks_cut_anywhere_become_whole_lines(cuts, end):
         blocks += [data[at:c], b""]
         at = c
     segs = list(line_runs(iter(blocks)))
-    joined = b"".join(buf[s:e] for buf, s, e in segs)
+    joined = b"".join(buf[s:e] for buf, s, e, _ in segs)
     assert joined == (data + b"\n" if end else data)
-    assert all(buf[e - 1:e] == b"\n" for buf, s, e in segs)
+    assert all(buf[e - 1:e] == b"\n" for buf, s, e, _ in segs)
+    assert not any(cut for *_, cut in segs)
 
 
 def _run(args, env, cwd=ROOT):

@@ -27,7 +27,8 @@ class Link(str, Enum):
 
 
 def _die(msg: str) -> None:
-    sys.stderr.write(f"diagnose: {msg}\n")
+    from ..values import printable
+    sys.stderr.write(f"diagnose: {printable(msg)}\n")       # a name from the user: no escape sequence
     raise typer.Exit(2)
 
 

@@ -25,11 +25,22 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff]")
 
 
 def finish(ev: Evidence, gpu_start=None, gpu_interval: float = 1.0) -> Evidence:
+    _thinned_note(ev)
     _finite_rows(ev)
     _redact_evidence(ev)
     align_gpu(ev, gpu_start, gpu_interval)
     derive_facts(ev)
     return ev
+
+
+def _thinned_note(ev: Evidence) -> None:
+    """Said where samples were thinned to stay within memory (evidence.model.Rows)."""
+    for rows, what in ((ev.stats_rows, "engine stats"), (ev.gpu_rows, "GPU")):
+        if getattr(rows, "dropped", 0) and ev.inputs:
+            note = (f"{rows.dropped + len(rows):,} {what} samples: one in {rows.stride} kept, evenly over the "
+                    f"whole input (memory bound)")
+            if note not in ev.inputs[0].errors:
+                ev.inputs[0].errors.append(note)
 
 
 # Facts that are numbers. A damaged or hostile input can give them `inf`, `nan`, `1e309`, `'x'`,

@@ -96,6 +96,71 @@ class InputInfo:
         }
 
 
+# Samples an Evidence holds: a day of 10 s engine stats is 8,640 rows, an hour of 8 GPUs sampled
+# each second 28,800; a row takes ~1 KB. Past these, rows are thinned (Rows), never unbounded.
+MAX_STATS_ROWS = 50_000
+MAX_GPU_ROWS = 60_000
+
+
+class Rows(list):
+    """Samples (dicts) in time order, bounded: past `cap` rows, every other row of each series
+    (`key`: an engine's stats, one GPU) is dropped and from then on each series keeps one row in
+    `stride`, so what is kept stays evenly spread over the whole input (means and percentiles
+    hold; a year of one-second samples does not take all memory). The newest row is always last,
+    kept or not yet decided, as parsers amend it (a prefix-cache line after its stats line)."""
+
+    def __init__(self, cap: int, key) -> None:
+        super().__init__()
+        self.cap, self.key = cap, key
+        self.stride = 1
+        self.seen: dict = {}        # series -> rows appended so far
+        self.order: dict = {}       # id(row) -> its number in its series (only once thinning began)
+        self.dropped = 0
+        self._pending = False       # the last row is off the stride: replaced by the next one
+
+    def append(self, row) -> None:
+        if self.stride == 1 and len(self) < self.cap:
+            list.append(self, row)
+            return
+        if self._pending:
+            self.order.pop(id(self.pop()), None)
+            self.dropped += 1
+        if self.stride == 1 or len(self) >= self.cap:
+            self._thin()            # before the new row goes in: it stays last whatever is dropped
+        k = self.key(row)
+        n = self.seen.get(k, 0)
+        self.seen[k] = n + 1
+        self.order[id(row)] = n
+        list.append(self, row)
+        self._pending = n % self.stride != 0
+
+    def extend(self, rows) -> None:
+        for r in rows:
+            self.append(r)
+
+    def _thin(self) -> None:
+        if self.stride == 1:        # numbers for the rows kept so far, in order per series
+            self.seen = {}
+            for r in self:
+                k = self.key(r)
+                self.order[id(r)] = self.seen.get(k, 0)
+                self.seen[k] = self.order[id(r)] + 1
+        self.stride *= 2
+        keep = [r for r in self if self.order.get(id(r), 0) % self.stride == 0]
+        self.dropped += len(self) - len(keep)
+        self.order = {id(r): self.order.get(id(r), 0) for r in keep}
+        self[:] = keep
+        self._pending = False
+
+
+def _stats_series(row: dict):
+    return row.get("source"), row.get("engine_idx"), row.get("kind")
+
+
+def _gpu_series(row: dict):
+    return row.get("source"), row.get("gpu")
+
+
 class Evidence:
     """Everything the sources found, normalized. One instance per analysed deployment."""
 
@@ -105,13 +170,13 @@ class Evidence:
         self.settings: dict[str, Any] = {}      # the engine's own settings, verbatim
         self.events: dict[str, list[Event]] = {}
         self.event_counts: dict[str, int] = {}
-        self.stats_rows: list[dict] = []         # periodic engine stats, one dict per line
+        self.stats_rows: list[dict] = Rows(MAX_STATS_ROWS, _stats_series)   # periodic engine stats, one dict per line
         self.counters: dict[str, int] = {}       # cheap aggregate counts (access codes, paths…)
         self.prompt_prefixes: dict[int, int] = {}  # hash of prompt head → times seen (never the text)
         self.values: dict[str, list] = {}        # per-event numbers (requested context lengths …), bounded
         self.hosts: set[str] = set()             # host names in NCCL lines
         self.ray_ips: set[str] = set()           # remote Ray worker addresses (`ip=` in prefixes)
-        self.gpu_rows: list[dict] = []           # one dict per GPU per sample (dmon, query CSV, NVML …)
+        self.gpu_rows: list[dict] = Rows(MAX_GPU_ROWS, _gpu_series)  # one dict per GPU per sample (dmon, query CSV, NVML …)
         self.gpu_info: dict[int, dict] = {}      # per GPU index: name, power_limit_w, sm_clock_max_mhz …
         self.topology: dict = {}                 # {"gpus": [...], "links": {(a, b): "NV18"}, "lines": {...}}
         self.year_guessed: dict[str, int] = {}   # source → year assumed for its year-less timestamps

@@ -1,7 +1,28 @@
 """Pieces every report format shares: sparklines, the deployment summary, evidence lines."""
 from __future__ import annotations
 
-from ..values import fmt, model_id
+import re
+
+from ..values import _UNPRINTABLE_KEEP_NL, fmt, model_id, printable  # noqa: F401 (printable: re-exported)
+
+def printable_tree(obj, newlines: bool = False):
+    """`printable` applied to every string in a JSON-like document (dicts, lists, strings); a
+    copy, the document itself is left as it was."""
+    if isinstance(obj, str):
+        return printable(obj, newlines)
+    if isinstance(obj, dict):
+        return {printable_tree(k, newlines) if isinstance(k, str) else k: printable_tree(v, newlines)
+                for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(printable_tree(x, newlines) for x in obj)
+    return obj
+
+
+def json_safe(text: str) -> str:
+    """A JSON document written with ensure_ascii=False holds C1 and bidi control characters raw
+    inside its strings (json escapes only C0): written as `\\u009b` escapes, the same JSON."""
+    return _UNPRINTABLE_KEEP_NL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
 
 BARS = "▁▂▃▄▅▆▇█"
 SUMMARY_FACTS = [

@@ -5,21 +5,47 @@ from __future__ import annotations
 import re
 
 from .common import (TIMELINE, coverage_detail, deployment_label, differences, evidence_line, fix_lines,
-                     input_warnings, launches_text, nothing_read_hint, skipped_lines, sparkline, summary_rows,
-                     window_rows)
+                     input_warnings, launches_text, nothing_read_hint, printable, skipped_lines, sparkline,
+                     summary_rows, window_rows)
+
+
+# Text from a log outside code must stay text wherever the ticket is pasted: no link (`[x](url)`, a
+# bare URL GitHub would link), no remote image (`![x](url)`), no HTML (`<img>`), no @mention, no table
+# break. Markdown punctuation is backslash-escaped (`<` as `&lt;`: no tag can open); what an escape
+# cannot stop (autolinks, mentions, e-mail links) is broken by a zero-width space after `@`, in `://`
+# and after `www`.
+_MD_TEXT = re.compile(r"[\\\[\]!<>@|]|\(|://|\bwww\.", re.I)
+_MD_REPL = {"\\": "\\\\", "[": "\\[", "]": "\\]", "!": "\\!", "<": "&lt;", "@": "@\u200b", "|": "\\|",
+            "://": ":\u200b//"}
+
+
+def _md_escape(m: re.Match) -> str:
+    t = m.group()
+    if t == "(":        # only a `(` right after a `]` could open a link's target
+        return "\\(" if m.start() and m.string[m.start() - 1] == "]" else "("
+    if t == ">":        # a quote only at the start of a line; elsewhere `2>&1` reads better as it is
+        return "\\>" if m.start() == 0 else ">"
+    return _MD_REPL.get(t) or t[:3] + "\u200b" + t[3:]          # www.
+
+
+# In code, Markdown makes nothing live; still, `](` and `![` never belong in a value or a log line and
+# a ticket tracker that is not CommonMark may read them: a zero-width space between the two.
+_CODE_LINKS = re.compile(r"(?<=\])(?=\()|(?<=!)(?=\[)")
 
 
 def _cell(s) -> str:
-    """Text from a log outside code: HTML inert, no table break, one line (headings, list items,
-    table cells). Backticks stay: rule texts mark flags with them."""
-    # `<` is what opens a tag: escaped, no HTML can form; `>` and `&` read better left as they are.
-    return str(s).replace("<", "&lt;").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    """Text from a log outside code: inert (no HTML, link, image or mention), no table break, one
+    line (headings, list items, table cells). Backticks stay: rule texts mark flags with them, and
+    a code span only makes text more literal."""
+    s = printable(str(s).replace("\r", " ").replace("\n", " "))
+    return _MD_TEXT.sub(_md_escape, s)
 
 
 def _code(s) -> str:
     """An inline code span that holds any text: fenced with a backtick run longer than any inside
     (CommonMark), padded when the text starts or ends with one, and `|` escaped for GFM tables."""
-    s = str(s).replace("\r", " ").replace("\n", " ").replace("|", "\\|")
+    s = printable(str(s).replace("\r", " ").replace("\n", " ")).replace("|", "\\|")
+    s = _CODE_LINKS.sub("\u200b", s)
     run = max((len(m) for m in re.findall(r"`+", s)), default=0)
     fence = "`" * (run + 1)
     pad = " " if s.startswith("`") or s.endswith("`") else ""
@@ -28,6 +54,7 @@ def _code(s) -> str:
 
 def _fence(lines: list[str], info: str = "") -> list[str]:
     """A fenced block no line inside can close: the fence is longer than any backtick run."""
+    lines = [_CODE_LINKS.sub("\u200b", printable(x)) for x in lines]
     run = max((len(m) for x in lines for m in re.findall(r"`{3,}", x)), default=0)
     fence = "`" * max(3, run + 1)
     return [fence + info, *lines, fence]

@@ -1,5 +1,9 @@
 """`--format terminal` (default): verdict line, deployment summary, ranked findings with their
-evidence and a fix block, and a compact timeline."""
+evidence and a fix block, and a compact timeline.
+
+Every string of the report passes `printable` first (no control character, so no escape sequence
+from a file name or a log line reaches the terminal) and rich's `escape` where it is printed (a
+`[bold]` in a file name is text, not markup)."""
 from __future__ import annotations
 
 from rich.console import Console
@@ -8,18 +12,28 @@ from rich.panel import Panel
 from rich.table import Table
 
 from .common import (TIMELINE, coverage_summary, evidence_line, fix_lines, input_warnings, launches_text,
-                     nothing_read_hint, sparkline, summary_rows, window_rows)
+                     nothing_read_hint, printable, printable_tree, sparkline, summary_rows, window_rows)
 
 COLOURS = {"critical": "bold white on red", "high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
 
 
+def _safe(data: dict) -> dict:
+    """The report with every string printable; the launch command keeps its line breaks."""
+    command = (data.get("fix") or {}).get("command")
+    out = printable_tree(data)
+    if command:
+        out["fix"] = dict(out["fix"], command=printable(command, newlines=True))
+    return out
+
+
 def render(data: dict, console: Console, timeline: dict | None = None, verbose: bool = False) -> None:
+    data = _safe(data)
     v = data["verdict"] or {}
     dep = data["deployment"]
     for w in input_warnings(data["inputs"]):       # first: what of the input was not read
         console.print(f"[bold yellow]⚠ {escape(w)}[/bold yellow]")
-    also = f"  [dim](also: {', '.join(v.get('also') or [])})[/dim]" if v.get("also") else ""
-    console.print(f"[bold]Bottleneck:[/bold] [bold magenta]{v.get('bottleneck')}[/bold magenta]{also}")
+    also = f"  [dim](also: {escape(', '.join(v.get('also') or []))})[/dim]" if v.get("also") else ""
+    console.print(f"[bold]Bottleneck:[/bold] [bold magenta]{escape(str(v.get('bottleneck')))}[/bold magenta]{also}")
     for s in v.get("signals", []):
         console.print(f"  · {escape(s)}")
     if v.get("window"):
@@ -59,10 +73,11 @@ def render(data: dict, console: Console, timeline: dict | None = None, verbose: 
         hint = nothing_read_hint(data)
         console.print(f"[yellow]{escape(hint)}[/yellow]" if hint else "[green]No findings.[/green]")
     for i, f in enumerate(findings, 1):
-        head = f"[{COLOURS[f['severity']]}]{f['severity'].upper()}[/] [bold]{f['id']}[/bold] [dim]({f['confidence']} confidence)[/dim]"
+        head = (f"[{COLOURS[f['severity']]}]{f['severity'].upper()}[/] [bold]{escape(f['id'])}[/bold] "
+                f"[dim]({escape(str(f['confidence']))} confidence)[/dim]")
         body = [escape(f["title"])]
         for e in f["evidence"][:6]:
-            body.append(f"  [dim]│[/dim] {escape(evidence_line(e))[:300]}")
+            body.append(f"  [dim]│[/dim] {escape(evidence_line(e)[:300])}")
         fx = fix_lines(f["fix"])
         body.append(f"[green]→ {escape(f['fix_title'])}[/green]" + (f": [bold]{escape(' '.join(fx))}[/bold]" if fx else ""))
         if f["fix"].get("note"):
@@ -85,29 +100,31 @@ def render(data: dict, console: Console, timeline: dict | None = None, verbose: 
         console.print(f"[dim]{escape(coverage_summary(inp))}[/dim]")
     if data["errors"]:
         for e in data["errors"]:
-            console.print(f"[red]rule error[/red] {e['id']}: {escape(e['error'])}")
+            console.print(f"[red]rule error[/red] {escape(str(e['id']))}: {escape(e['error'])}")
     for sup in data.get("suppressions") or []:
         if sup["status"] == "expired":
-            console.print(f"[yellow]suppression of {sup['id']} expired on {sup['expires']}: it reports again[/yellow]")
+            console.print(f"[yellow]suppression of {escape(str(sup['id']))} expired on {escape(str(sup['expires']))}: "
+                          "it reports again[/yellow]")
     if verbose:
         for na in data["not_applicable"]:
-            console.print(f"[dim]not applicable: {na['id']} — {escape(na['reason'])}[/dim]")
+            console.print(f"[dim]not applicable: {escape(str(na['id']))} — {escape(na['reason'])}[/dim]")
     else:
         console.print(f"[dim]{len(data['not_applicable'])} rule(s) not applicable (--verbose lists them)[/dim]")
 
 
 def render_comparison(c: dict, console: Console) -> None:
+    c = printable_tree(c)
     console.print("[bold]Compared with the baseline[/bold]")
     for x in c["config_changes"]:
         console.print(f"  config {escape(str(x['key']))}: {escape(str(x['before']))} → {escape(str(x['after']))}")
-    console.print(f"  fixed: {', '.join(c['fixed']) or 'none'} · new: {', '.join(c['new']) or 'none'}"
-                  f" · unchanged: {', '.join(c['unchanged']) or 'none'}")
+    console.print(escape(f"  fixed: {', '.join(c['fixed']) or 'none'} · new: {', '.join(c['new']) or 'none'}"
+                         f" · unchanged: {', '.join(c['unchanged']) or 'none'}"))
     colour = {"better": "green", "worse": "red", "unchanged": "dim", "inconclusive": "yellow"}
     for name, s in c["signals"].items():
         ch = f"{s['change'] * 100:+.0f} %" if s.get("change") is not None else ""
         why = f" [dim]({escape(s['reason'])})[/dim]" if s.get("reason") else ""
-        console.print(f"  {name:>22} {s['before']!s:>10} → {s['after']!s:<10} {ch:>7}  "
-                      f"[{colour[s['verdict']]}]{s['verdict']}[/]{why}")
+        figures = f"  {name:>22} {s['before']!s:>10} → {s['after']!s:<10} {ch:>7}  "
+        console.print(f"{escape(figures)}[{colour[s['verdict']]}]{s['verdict']}[/]{why}")
     if c.get("sweep"):
         sw = c["sweep"]
         console.print(f"  load sweep knee ({sw['axis'].replace('_', ' ')}): {sw['knee_before']} → {sw['knee_after']}")

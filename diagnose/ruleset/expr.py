@@ -16,6 +16,16 @@ from ..values import UNKNOWN
 MAX_LEN = 600
 MAX_DEPTH = 24
 MAX_POW = 64
+# Every value an expression makes is bounded, and an operation that would pass a bound is refused
+# (ExprError "value too large: …") before it allocates: rule files come from users, and
+# `str(9**64) * 9**8 * 2` asked for 7.8 GB. Floats are bounded by themselves (an overflow is
+# refused too). Values read from signals are not measured until an operation uses them.
+MAX_STR = 10_000          # characters of a string
+MAX_ITEMS = 1_000         # items of a tuple or list, nested ones included; also at most MAX_STR
+                          # characters when written out (str() of it, a title)
+MAX_INT_BITS = 4_096      # |x| < 2**4096, about 1233 decimal digits (for products: the operands'
+                          # bits added, an upper bound of the result's)
+MAX_ROUND = 64            # round(x, n): |n| at most this
 
 
 class ExprError(ValueError):
@@ -42,6 +52,7 @@ FUNCS = {
 BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
           ast.Pow: operator.pow}
+SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**"}
 CMPOPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
           ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b,
           ast.NotIn: lambda a, b: a not in b}
@@ -92,6 +103,102 @@ def evaluate(tree: ast.Expression, names: dict):
     return _ev(tree.body, names)
 
 
+def _short(x) -> str:
+    """A value for an error message: never the 1,000-digit number itself."""
+    r = repr(x)
+    return r if len(r) <= 40 else r[:30] + f"… ({len(r)} characters)"
+
+
+def _text_len(x) -> int:
+    """About how many characters str() writes for x (a string's repr inside a tuple: escapes
+    aside); computed from sizes, without writing the text."""
+    if isinstance(x, str):
+        return len(x) + 2
+    if isinstance(x, bool) or x is None:
+        return 5
+    if isinstance(x, int):
+        return x.bit_length() * 30103 // 100000 + 2
+    if isinstance(x, (tuple, list)):
+        return 2 + sum(_text_len(i) + 2 for i in x)
+    return len(repr(x))      # a float, UNKNOWN: short
+
+
+def _items(x) -> int:
+    """A sequence's items, nested ones counted too: ((1,) * 1000,) * 1000 is 1,001,000 items,
+    however little memory the shared inner tuple takes (comparing two of them is 10**6 steps)."""
+    return len(x) + sum(_items(i) for i in x if isinstance(i, (tuple, list)))
+
+
+def _refuse(what: str, n: int, limit: int):
+    raise ExprError(f"value too large: {what.format(n)} (the limit is {limit})")
+
+
+STRING, SEQUENCE, SEQ_TEXT, INTEGER = ("a string of {} characters", "a sequence of {} items",
+                                       "a sequence of about {} characters when written out",
+                                       "an integer of {} bits")
+
+
+def _bounded(x):
+    """x, if within its bound; else ExprError. Cheap: a bounded value is small to measure."""
+    if isinstance(x, str):
+        if len(x) > MAX_STR:
+            _refuse(STRING, len(x), MAX_STR)
+    elif isinstance(x, (tuple, list)):
+        _bounded_seq(_items(x), _text_len(x))
+    elif isinstance(x, int) and not isinstance(x, bool):
+        if x.bit_length() > MAX_INT_BITS:
+            _refuse(INTEGER, x.bit_length(), MAX_INT_BITS)
+    return x
+
+
+def _bounded_seq(items: int, chars: int) -> None:
+    if items > MAX_ITEMS:
+        _refuse(SEQUENCE, items, MAX_ITEMS)
+    if chars > MAX_STR:
+        _refuse(SEQ_TEXT, chars, MAX_STR)
+
+
+def _check_binop(op, a, b) -> None:
+    """Refuse an operation whose result would be too large, before it is computed: from the
+    operands' sizes (upper bounds for integers), never by making the result and measuring it."""
+    if isinstance(op, ast.Mult):        # bool is an int: True * "x" is checked the same
+        for seq, n in ((a, b), (b, a)):
+            if isinstance(seq, (str, tuple, list)) and isinstance(n, int):
+                n = max(0, n)
+                if isinstance(seq, str):
+                    if len(seq) * n > MAX_STR:
+                        _refuse(STRING, len(seq) * n, MAX_STR)
+                else:
+                    _bounded_seq(_items(seq) * n, 2 + (_text_len(seq) - 2) * n)
+                return
+        if isinstance(a, int) and isinstance(b, int) and a.bit_length() + b.bit_length() > MAX_INT_BITS:
+            _refuse(INTEGER, a.bit_length() + b.bit_length(), MAX_INT_BITS)
+    elif isinstance(op, ast.Add):
+        if isinstance(a, str) and isinstance(b, str) and len(a) + len(b) > MAX_STR:
+            _refuse(STRING, len(a) + len(b), MAX_STR)
+        if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+            _bounded_seq(_items(a) + _items(b), _text_len(a) + _text_len(b))
+    elif isinstance(op, ast.Mod) and isinstance(a, str):
+        # printf formatting: "%0999999999d" % 1 is a 1 GB string, and its width can come from a value
+        raise ExprError("`%` formatting of strings is not allowed in rule expressions (use + and str())")
+    elif isinstance(op, ast.Pow):
+        if abs(b) > MAX_POW or abs(a) > 1e6:
+            raise ExprError(f"exponent too large: {_short(a)} ** {_short(b)}")
+        if isinstance(a, int) and isinstance(b, int) and b > 0 and a.bit_length() * b > MAX_INT_BITS:
+            _refuse(INTEGER, a.bit_length() * b, MAX_INT_BITS)
+
+
+def _check_call(fn: str, args: list) -> None:
+    """Refuse a call whose result would be too large, before it is made."""
+    if fn in ("str", "lower") and len(args) == 1 and isinstance(args[0], (tuple, list)):
+        # str() of a (bounded) tuple of long strings: the text is made whole, then measured
+        if _text_len(args[0]) > MAX_STR:
+            _refuse(STRING, _text_len(args[0]), MAX_STR)
+    if fn == "round" and len(args) > 1 and isinstance(args[1], int) and abs(args[1]) > MAX_ROUND:
+        # round(1, -10**9) computes 10**(10**9)
+        raise ExprError(f"value too large: round to {_short(args[1])} digits (the limit is {MAX_ROUND})")
+
+
 def _ev(n, names):
     t = type(n)
     if t is ast.Constant:
@@ -120,12 +227,15 @@ def _ev(n, names):
         a, b = _ev(n.left, names), _ev(n.right, names)
         if not (_known(a) and _known(b)):
             return UNKNOWN
-        if isinstance(n.op, ast.Pow) and (abs(b) > MAX_POW or abs(a) > 1e6):
-            raise ExprError(f"exponent too large: {a} ** {b}")
+        _check_binop(n.op, a, b)
         try:
-            return BINOPS[type(n.op)](a, b)
+            r = BINOPS[type(n.op)](a, b)
         except ZeroDivisionError:
             return UNKNOWN
+        except OverflowError:           # 2**4000 / 3, 1e6 ** 64: past what a float holds
+            raise ExprError(f"value too large: {_short(a)} {SYMBOLS[type(n.op)]} {_short(b)} "
+                            "does not fit a float") from None
+        return _bounded(r)
     if t is ast.Compare:
         left = _ev(n.left, names)
         result = True
@@ -151,11 +261,13 @@ def _ev(n, names):
         args = [_ev(a, names) for a in n.args]
         if not all(_known(a) for a in args):
             return UNKNOWN
+        _check_call(n.func.id, args)
         try:
-            return FUNCS[n.func.id](*args)
+            r = FUNCS[n.func.id](*args)
         except (ValueError, TypeError, OverflowError):
             return UNKNOWN
+        return _bounded(r)          # outside the try: ExprError is a ValueError
     if t in (ast.Tuple, ast.List):
-        return tuple(_ev(x, names) for x in n.elts)
+        return _bounded(tuple(_ev(x, names) for x in n.elts))
     raise ExprError(f"`{t.__name__}` is not allowed")  # unreachable after _check
 

@@ -31,9 +31,9 @@ from .readers.files import Input, InputError, read_ahead
 from .readers.lineprefix import Clock, peel
 from .readers.progress import advancer, counted, progress_bar
 from .readers.scanner import ScanCounts, segments
-from .readers.segments import read
+from .readers.segments import MAX_LINE, read
 from .readers.unwrap import unwrap
-from .sniff import SNIFF_BYTES, endless_binary, sniff_head, whole_kind
+from .sniff import SNIFF_BYTES, binary_head, endless_binary, sniff_head, whole_kind
 
 # What converting a damaged value raises: float("1..2"), int(float("inf")), int("9" * 5000).
 LINE_ERRORS = (ValueError, ArithmeticError)
@@ -124,6 +124,9 @@ def _read(inp: Input, year, into, sniffing: bool, started) -> Read:
     if endless_binary(inp, first):
         blocks.close()
         raise InputError(f"{inp.display}: binary data from a device or stream, not a text log (not read further)")
+    if binary_head(first):
+        blocks.close()
+        raise InputError(f"{inp.display}: binary data, not a text log (not read further)")
     kind = whole_kind(sniff_head(first)) if first else None
     if kind is not None:
         held, rest = formats.hold(first, blocks)
@@ -213,10 +216,10 @@ def _lines(inp: Input, first: bytes, blocks, year, into, sniffing: bool, started
             blocks.close()          # C reads the file itself, from its start
             segs = started or stream.Producer(lib, path=behind, display=inp.display)
         else:
-            segs = stream.Producer(lib, src)
+            segs = stream.Producer(lib, src, display=inp.display)
     elif big:
         # Without the C reader: Python, a block at a time (read and decompressed a block ahead).
-        segs = segments(read_ahead(src))
+        segs = segments(read_ahead(src), display=inp.display)
     else:
         if bar:
             src = counted(src, advance)
@@ -271,6 +274,13 @@ def _lines(inp: Input, first: bytes, blocks, year, into, sniffing: bool, started
         info.errors.append(f"{counts.unreadable} unreadable line(s) (invalid UTF-8 or NUL bytes) skipped")
     if malformed:
         info.errors.append(f"{malformed} line(s) with malformed values skipped")
+    shrank = getattr(segs, "shrank", None) or inp.shrank
+    if shrank:
+        info.errors.append(f"the file shrank while it was read ({shrank[0]:,} bytes when opened, {shrank[1]:,} "
+                           f"at the end: truncated or rotated meanwhile); what was cut off is not in this report")
+    if counts.cut:
+        info.errors.append(f"{counts.cut} line(s) longer than {MAX_LINE >> 20} MiB cut: only their first "
+                           f"{MAX_LINE >> 20} MiB read")
     pieces = [p for p in st.pieces if p.first is not None or p.ev.gpu_rows or p.ev.facts] or st.pieces[:1]
     engines: dict[str, int] = {}
     for p in pieces:

@@ -212,7 +212,9 @@ class PromError(Exception):
 # `scheme://user:password@host…`: the userinfo runs to the LAST `@` before any `?` or `#` (a
 # password with an unencoded `@` or `/` stays whole, and never shows). The scheme is optional so
 # that `user:pass@host:9090`, refused for its missing scheme, is not shown with its password.
-_USERINFO = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)?(?P<userinfo>[^?#]*@)")
+# Everything up to the last `@` is the userinfo: a password may hold `#`, `?`, `/` or `@`
+# (urlsplit stops at the first `#` or `?`, and the password was printed whole in an error).
+_USERINFO = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)?(?P<userinfo>[^@]*@(?:[^@]*@)*)")
 
 
 def display_url(url: str) -> str:
@@ -231,6 +233,104 @@ def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
     return display_url(url), (unquote(user), unquote(password))
 
 
+# The most one answer may hold: it is parsed whole (JSON numbers as strings take ~7 times their
+# size in memory), and a real query's answer is at most 11,000 points per series.
+MAX_ANSWER_BYTES = 16 << 20
+# All of a run's queries together: this many times --timeout, unless --deadline says.
+DEADLINE_TIMES = 4
+
+
+class AnswerTooBig(Exception):
+    """An answer larger than MAX_ANSWER_BYTES (read no further)."""
+
+
+class OutOfTime(Exception):
+    """A request not answered in full within its time (kind: "silent": not even headers came,
+    "request": the answer did not finish, "deadline": the pass's queries ran out of time)."""
+
+    def __init__(self, kind: str, seconds: float) -> None:
+        super().__init__(kind, seconds)
+        self.kind, self.seconds = kind, seconds
+
+
+class BoundedSession:
+    """What PrometheusConnect sends requests through: each request, its answer read to the end,
+    within `timeout` seconds (a socket read timeout alone lets a server that sends a byte a second
+    keep a run going for ever); all of them within `deadline` seconds of the first; no answer
+    larger than MAX_ANSWER_BYTES. The request runs on a worker thread that the caller stops
+    waiting for at the deadline (it ends at its next read, or with its socket's timeout)."""
+
+    def __init__(self, timeout: float, deadline: float) -> None:
+        import requests
+        self._session = requests.Session()
+        self.timeout, self.deadline = timeout, deadline
+        self._end = None
+
+    def __getattr__(self, name):            # verify, cert, proxies, mount…: the real session's
+        return getattr(self._session, name)
+
+    def __setattr__(self, name, value):
+        if name in ("verify", "cert", "proxies", "headers", "auth", "trust_env"):
+            setattr(self._session, name, value)
+        else:
+            object.__setattr__(self, name, value)
+
+    def request(self, method, url, **kw):
+        import threading
+        import time
+        now = time.monotonic()
+        if self._end is None:
+            self._end = now + self.deadline
+        left = self._end - now
+        if left <= 0:
+            raise OutOfTime("deadline", self.deadline)
+        limit, kind = (self.timeout, "request") if self.timeout <= left else (left, "deadline")
+        stop = threading.Event()
+        done: dict = {}
+
+        def run():
+            try:
+                done["r"] = self._fetch(method, url, kw, limit, stop, done)
+            except BaseException as e:       # reported by the caller's thread
+                done["e"] = e
+        t = threading.Thread(target=run, daemon=True, name="diagnose-prometheus")
+        t.start()
+        t.join(limit)
+        if t.is_alive():
+            stop.set()
+            if kind == "request" and "answered" not in done:
+                kind = "silent"         # not even the answer's headers came
+            raise OutOfTime(kind, self.deadline if kind == "deadline" else self.timeout)
+        if "e" in done:
+            raise done["e"]
+        return done["r"]
+
+    def _fetch(self, method, url, kw, limit, stop, done):
+        kw = dict(kw, stream=True, timeout=limit)
+        r = self._session.request(method, url, **kw)
+        done["answered"] = True
+        try:
+            size = int(r.headers.get("Content-Length") or 0)
+        except ValueError:
+            size = 0
+        if size > MAX_ANSWER_BYTES:
+            r.close()
+            raise AnswerTooBig()
+        parts, size = [], 0
+        for chunk in r.iter_content(1 << 16):
+            if stop.is_set():
+                r.close()
+                return r
+            size += len(chunk)
+            if size > MAX_ANSWER_BYTES:
+                r.close()
+                raise AnswerTooBig()
+            parts.append(chunk)
+        r._content = b"".join(parts)        # what response.json() reads
+        r._content_consumed = True
+        return r
+
+
 def _request_error(e: Exception, url: str, timeout: float) -> PromError:
     """A failed HTTP request → one line saying what went wrong: a read timeout, an untrusted TLS
     certificate, a refused connection… (with retries off, urllib3 wraps each of them in a
@@ -238,6 +338,16 @@ def _request_error(e: Exception, url: str, timeout: float) -> PromError:
     import ssl
     import requests
     from urllib3 import exceptions as u3
+    if isinstance(e, AnswerTooBig):
+        return PromError(f"{url}: an answer larger than {MAX_ANSWER_BYTES >> 20} MiB (not read further): "
+                         f"narrow the window (--since), widen --step, or --match fewer series")
+    if isinstance(e, OutOfTime):
+        if e.kind == "deadline":
+            return PromError(f"{url}: the queries took more than {e.seconds:g} s in all (--deadline); "
+                             f"--partial reports what was fetched by then")
+        if e.kind == "silent":
+            return PromError(f"{url}: no answer within {e.seconds:g} s")
+        return PromError(f"{url}: no complete answer within {e.seconds:g} s (--timeout)")
     reason = e.args[0] if e.args else None
     reason = getattr(reason, "reason", None) or reason          # MaxRetryError → what urllib3 met
     text = str(e)
@@ -274,8 +384,10 @@ def _request_error(e: Exception, url: str, timeout: float) -> PromError:
 
 def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: str = "", token: str | None = None,
           user: str | None = None, password: str | None = None, insecure: bool = False, timeout: float = 30.0,
-          partial: bool = False) -> tuple[dict[str, Evidence], list[str]]:
-    """Range-query every known family; returns ({instance: Evidence}, notes). Raises PromError."""
+          partial: bool = False, deadline: float | None = None) -> tuple[dict[str, Evidence], list[str]]:
+    """Range-query every known family; returns ({instance: Evidence}, notes). Raises PromError.
+    `timeout`: the most one request may take, answer read to its end; `deadline`: the most all of
+    them may take together (default DEADLINE_TIMES × timeout)."""
     from prometheus_api_client import PrometheusConnect
     import requests
     # Credentials in the URL are sent as basic auth and never shown: from here on `url` is the URL
@@ -300,10 +412,13 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
     from urllib3.util.retry import Retry
     # No silent retries: a hanging or failing server must answer within --timeout, once.
     no_retry = Retry(total=0, connect=0, read=0, status=0, raise_on_status=False)
+    session = BoundedSession(timeout, deadline if deadline is not None else DEADLINE_TIMES * timeout)
+    session.verify = not insecure
     try:
-        pc = PrometheusConnect(url=url, headers=headers, disable_ssl=insecure, auth=auth, timeout=timeout, retry=no_retry)
+        pc = PrometheusConnect(url=url, headers=headers, disable_ssl=insecure, auth=auth, timeout=timeout, retry=no_retry,
+                               session=session)
     except TypeError:      # older prometheus-api-client without `timeout`
-        pc = PrometheusConnect(url=url, headers=headers, disable_ssl=insecure)
+        pc = PrometheusConnect(url=url, headers=headers, disable_ssl=insecure, session=session)
     sel = match.strip()
     inner = sel[1:-1].strip() if sel.startswith("{") and sel.endswith("}") else sel
     notes: list[str] = []
@@ -312,7 +427,7 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
     def q(expr: str):
         try:
             return pc.custom_query_range(expr, start_time=start, end_time=end, step=step)
-        except requests.exceptions.RequestException as e:
+        except (requests.exceptions.RequestException, AnswerTooBig, OutOfTime) as e:
             raise _request_error(e, url, timeout) from None
         except ValueError:          # prometheus-api-client raises on non-JSON bodies
             raise PromError(f"{url}: the answer is not Prometheus JSON (an HTML page or a proxy error?)") from None
@@ -328,7 +443,7 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
     try:
         try:
             names = set(pc.all_metrics())
-        except requests.exceptions.RequestException as e:    # before ValueError: InvalidURL is both
+        except (requests.exceptions.RequestException, AnswerTooBig, OutOfTime) as e:    # before ValueError: InvalidURL is both
             raise _request_error(e, url, timeout) from None
         except ValueError:
             raise PromError(f"{url}: the answer is not Prometheus JSON (an HTML page or a proxy error?)") from None

@@ -30,8 +30,9 @@ LINE_FORMATS = (metrics_text.FORMAT, gpu_dmon.FORMAT, gpu_query.FORMAT, gpu_tabl
 KEYWORDS = tuple(dict.fromkeys(k for f in LINE_FORMATS for k in f.keywords))
 KEYWORDS_RE = re.compile("|".join(re.escape(k) for k in KEYWORDS))
 
-# The most a whole-file input may hold (it is parsed in memory).
-MAX_WHOLE = 64 * 1024 * 1024
+# The most a whole-file input may hold: it is parsed in memory, where a JSON document takes ~7
+# times its size (a 16 MB iteration-stats array peaks at ~130 MB).
+MAX_WHOLE = 16 * 1024 * 1024
 # Whole-file kinds that may turn out to be text after all: a job's output whose first lines are
 # `key: value` or `key = value` is no YAML or TOML once a log line follows.
 MAYBE_TEXT = ("yaml", "toml")

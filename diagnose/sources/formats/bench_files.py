@@ -30,7 +30,7 @@ import re
 from ...evidence.model import Evidence, InputInfo
 from ..readers.files import Input, InputError
 
-MAX_BYTES = 64 * 1024 * 1024
+MAX_BYTES = 16 * 1024 * 1024     # parsed whole: a JSON document takes ~7 times its size in memory
 # What a point holds (all optional but the load): the JSON report's `sweep.points[]` and more.
 POINT_FIELDS = ("tool", "source", "line", "model", "workload", "backend", "started", "duration_s", "concurrency", "request_rate", "burst", "completed", "failed",
                 "output_tps", "request_tps", "ttft_mean_ms", "ttft_p50_ms", "ttft_p99_ms", "tpot_mean_ms",
@@ -89,8 +89,9 @@ def load_bench(kind: str, inp: Input, ev: Evidence) -> InputInfo:
         except ValueError as e:
             raise InputError(f"{inp.display}:{getattr(e, 'lineno', 1)}: not valid JSON ({str(e)[:120]})") from None
         items = obj if isinstance(obj, list) else [obj]
+        lines = _item_lines(text) if len(items) > 1 else []
         for i, item in enumerate(items):
-            points += _points(item, inp.display, 1 if len(items) == 1 else _line_of_item(text, i))
+            points += _points(item, inp.display, lines[i] if i < len(lines) else 1)
     elif kind == "csv-run":
         points = _perf_csv(text, inp.display, info, str(inp.path))
     else:
@@ -106,16 +107,16 @@ def load_bench(kind: str, inp: Input, ev: Evidence) -> InputInfo:
     return info
 
 
-def _line_of_item(text: str, i: int) -> int:
-    """The line where the i-th object of a top-level JSON list starts (for evidence)."""
-    depth, seen = 0, -1
+def _item_lines(text: str) -> list[int]:
+    """The line where each object of a top-level JSON list starts (for evidence), in one pass."""
+    depth, out, line, at = 0, [], 1, 0
     for m in re.finditer(r'[{}\[\]"]|\\.', text):
         c = m.group()
         if c == "{":
             if depth == 1:
-                seen += 1
-                if seen == i:
-                    return text.count("\n", 0, m.start()) + 1
+                line += text.count("\n", at, m.start())
+                at = m.start()
+                out.append(line)
             depth += 1
         elif c == "}":
             depth -= 1
@@ -123,7 +124,7 @@ def _line_of_item(text: str, i: int) -> int:
             depth += 1
         elif c == "]":
             depth -= 1
-    return 1
+    return out
 
 
 def _num(x) -> float | None:

@@ -20,9 +20,13 @@ DCGM_METRICS = {"DCGM_FI_DEV_GPU_UTIL": ("util", 1), "DCGM_FI_DEV_POWER_USAGE": 
                 "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("power_limit_w", 1),
                 "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("gr_active", 100), "DCGM_FI_PROF_SM_ACTIVE": ("sm_active", 100),
                 "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("tensor_active", 100), "DCGM_FI_PROF_DRAM_ACTIVE": ("dram_active", 100)}
-# Samples kept per input: a scrape has a few thousand; a saved hour of one-second scrapes of a
-# big fleet can hold millions. What is past this is counted and said, never held (memory).
-MAX_SAMPLES = 2_000_000
+# Samples kept per input: a scrape has a few hundred to a few thousand; a saved hour of 15 s
+# scrapes of one server ~120,000. What is past this is counted and said, never held or parsed
+# (memory: ~150 bytes a sample, a series' labels shared by its samples).
+MAX_SAMPLES = 150_000
+# Distinct series kept: one engine exports a few hundred (histogram buckets included), a saved
+# fleet scrape some thousands. A series past this is counted and said (each costs ~1 KB).
+MAX_SERIES = 20_000
 MAX_ERRORS = 20
 
 
@@ -48,9 +52,12 @@ class _Reader(FormatReader):
         self.ev: Evidence | None = None
         self.prefixes = _prefixes()
         self.samples: list = []      # (scrape, ts, name, labels, value, line)
+        self.series: dict = {}       # (name, sorted labels) -> (name, labels): one copy per series
         self.scrape = 0
         self.seen: set = set()
         self.dropped = 0
+        self.dropped_series = 0
+        self.raw_series: set = set()
         self.eof = False
         self.dcgm: dict[int, dict] = {}
         self.dcgm_lines = 0
@@ -85,6 +92,15 @@ class _Reader(FormatReader):
         if not name.startswith(self.prefixes):
             return True         # process_*, python_gc_*: exposition text, of no use here
         self.engine_lines += 1
+        if len(self.samples) >= MAX_SAMPLES:
+            self.dropped += 1
+            return True
+        raw = (name, m.group("labels"))     # a series' line reads the same in every scrape
+        if raw not in self.raw_series:
+            if len(self.raw_series) >= MAX_SERIES:
+                self.dropped_series += 1    # not parsed: a scrape of millions of series stays fast
+                return True
+            self.raw_series.add(raw)
         from prometheus_client.parser import text_string_to_metric_families
         try:
             fams = list(text_string_to_metric_families(m.group(0) + "\n"))
@@ -95,6 +111,12 @@ class _Reader(FormatReader):
         for fam in fams:
             for s in fam.samples:
                 key = (s.name, tuple(sorted(s.labels.items())))
+                known = self.series.get(key)
+                if known is None:
+                    if len(self.series) >= MAX_SERIES:
+                        self.dropped_series += 1
+                        continue
+                    known = self.series[key] = (s.name, dict(s.labels))
                 if key in self.seen and m.group("ts") is None:
                     self.scrape += 1
                     self.seen = set()
@@ -102,7 +124,8 @@ class _Reader(FormatReader):
                 if len(self.samples) >= MAX_SAMPLES:
                     self.dropped += 1
                     continue
-                self.samples.append((self.scrape, s.timestamp, s.name, dict(s.labels), s.value, n))
+                name, labels = known
+                self.samples.append((self.scrape, s.timestamp, name, labels, s.value, n))
         return True
 
     def _dcgm(self, n: int, line: str) -> None:
@@ -155,8 +178,10 @@ class _Reader(FormatReader):
                 ev.gpu_rows.append(row)
             ev.add_event("gpu_samples", self.src, 1, f"DCGM exporter scrape: {len(self.dcgm)} GPU(s), one sample each")
             ev.counters["gpu_single_scrape"] = 1
+        if self.dropped_series:
+            self.info.errors.append(f"{self.dropped_series} samples of series past the first {MAX_SERIES:,} were not read")
         if self.dropped:
-            self.info.errors.append(f"{self.dropped} metric samples past the first {MAX_SAMPLES:,} were not read")
+            self.info.errors.append(f"{self.dropped} metric sample line(s) past the first {MAX_SAMPLES:,} samples were not read")
         if self.samples:
             # OpenMetrics (`# EOF` last; what `promtool tsdb dump-openmetrics` writes) stamps
             # samples in seconds, the Prometheus text format in milliseconds; the parser reads the latter.
@@ -164,7 +189,7 @@ class _Reader(FormatReader):
                 self.samples = [(sc, ts * 1000.0 if ts else ts, *rest) for sc, ts, *rest in self.samples]
             from ..prometheus import from_samples
             from_samples(self.samples, self.src, ev, self.info)
-        self.samples = []
+        self.samples, self.series, self.seen, self.raw_series = [], {}, set(), set()
 
 
 def _tidy(line: str) -> str:

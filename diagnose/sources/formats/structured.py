@@ -9,7 +9,7 @@ from ...evidence.model import Evidence, InputInfo
 from ..readers.files import Input, InputError
 from ..engines.trtllm.lines import CONFIG_KEYS, add_iteration
 
-MAX_BYTES = 64 * 1024 * 1024
+MAX_BYTES = 16 * 1024 * 1024     # parsed whole: a JSON document takes ~7 times its size in memory
 # `key = value` with spaces, as TOML is written; logfmt (`time="…" level=info`) has none.
 TOML_LINE = re.compile(rb"^\s*(?:\[[^\]]+\]|[\w.\"'-]+ = \S.*)\s*$")
 YAML_LINE = re.compile(rb"^\s*(?:-\s+)?[\"']?[\w.\-/]+[\"']?\s*:(?:\s|$)")
@@ -73,6 +73,11 @@ def load_structured(kind: str, inp: Input, ev: Evidence) -> InputInfo:
         else:
             import yaml   # PyYAML: safe_load builds plain data only, never objects
             obj = yaml.safe_load(text)
+            if _expanded(obj) > MAX_VALUES:
+                raise InputError(f"{inp.display}: YAML whose aliases (*name) make it more than {MAX_VALUES:,} values "
+                                 f"(not read)")
+    except InputError:
+        raise
     except (ValueError, Exception) as e:   # yaml.YAMLError has no common import-free base
         line = getattr(getattr(e, "problem_mark", None), "line", None)
         where = f":{line + 1}" if line is not None else (f":{e.lineno}" if hasattr(e, "lineno") else "")
@@ -80,8 +85,9 @@ def load_structured(kind: str, inp: Input, ev: Evidence) -> InputInfo:
     items = obj if isinstance(obj, list) else [obj]
     if items and all(isinstance(x, dict) and ("iter" in x or "iterLatencyMS" in x or "Active Request Count" in x) for x in items):
         info.kind = "trtllm-iteration-stats"
-        for i, it in enumerate(items, 1):
-            add_iteration(it, ev, inp.display, _line_of_item(text, i))
+        lines = _item_lines(text)
+        for i, it in enumerate(items):
+            add_iteration(it, ev, inp.display, lines[i] if i < len(lines) else 1)
         info.recognised_lines = info.lines
         info.engine = "trtllm"
         return info
@@ -100,6 +106,37 @@ def load_structured(kind: str, inp: Input, ev: Evidence) -> InputInfo:
             info.unrecognised_lines = max(0, info.lines - n)
             return info
     raise InputError(f"{inp.display}: {kind.upper()} file with no known engine settings or iteration stats")
+
+
+# The most values a YAML document may hold once its aliases are expanded: an alias is a reference
+# to a shared node, so nine nested levels of nine aliases (500 bytes) are 9**9 values to any walk
+# of the document (a "billion laughs").
+MAX_VALUES = 100_000
+
+
+def _expanded(obj) -> int:
+    """How many values `obj` holds with every shared (aliased) node counted each time it is used;
+    stops counting past MAX_VALUES. Each node is sized once."""
+    sizes: dict[int, int] = {}
+
+    def size(x) -> int:
+        if not isinstance(x, (dict, list)):
+            return 1
+        known = sizes.get(id(x))
+        if known is not None:
+            return known
+        sizes[id(x)] = MAX_VALUES + 1        # a node that holds itself: as good as endless
+        n = 1
+        for v in (x.values() if isinstance(x, dict) else x):
+            n += size(v)
+            if n > MAX_VALUES:
+                break
+        sizes[id(x)] = n
+        return n
+    try:
+        return size(obj)
+    except RecursionError:
+        return MAX_VALUES + 1
 
 
 NUM_PAIR = re.compile(r'"(\w[\w ]*)"\s*:\s*(-?[\d.]+(?:[eE][-+]?\d+)?|"[^"\n]*")')
@@ -191,9 +228,14 @@ def _line_of_key(text: str, key: str) -> int | None:
     return text.count("\n", 0, m.start()) + 1 if m else None
 
 
-def _line_of_item(text: str, i: int) -> int:
-    """Line where the i-th top-level object of a JSON array starts (1 for one-line arrays)."""
+def _item_lines(text: str) -> list[int]:
+    """The line where each top-level object of a JSON array starts (none for a one-line array:
+    line 1), counted in one pass."""
     if text.count("\n") < 2:
-        return 1
-    starts = [m.start() for m in re.finditer(r"(?m)^\s{0,4}\{", text)]
-    return text.count("\n", 0, starts[i - 1]) + 1 if i - 1 < len(starts) else 1
+        return []
+    out, line, at = [], 1, 0
+    for m in re.finditer(r"(?m)^\s{0,4}\{", text):
+        line += text.count("\n", at, m.start())
+        at = m.start()
+        out.append(line)
+    return out

@@ -13,6 +13,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 BLOCK = 4 * 1024 * 1024  # large binary blocks: the scanner works per block, not per line
+# A gzip input that grows past BOMB_MIN_BYTES and more than BOMB_RATIO times its compressed size
+# is refused: real logs compress 5-50 times; gzip's ceiling, ~1000 times, is reached by runs of
+# one byte (a bomb of zeros).
+BOMB_MIN_BYTES = 64 << 20
+BOMB_RATIO = 250
 
 
 class InputError(Exception):
@@ -28,6 +33,7 @@ class Input:
     stdin_at = None  # `-`: where stdin stood before the first read, when it is seekable
     started = None   # the C scanner's run over it, when started ahead (sources.start_scans)
 
+    shrank = None        # (size when opened, bytes read) when the file was cut while it was read
     transcoded = False   # UTF-16 (or a UTF-8 BOM) turned into plain UTF-8: the file's bytes are not the text
 
     def blocks(self) -> Iterator[bytes]:
@@ -74,14 +80,28 @@ class Input:
             if head == b"\x1f\x8b":
                 gz = gzip.GzipFile(fileobj=fh)
                 self.compressed = True
+                out = 0
                 try:
                     for b in _read_blocks(gz, self.display):
                         self.raw_pos = fh.tell()    # compressed bytes read: what a progress bar shows
+                        out += len(b)
+                        if out > BOMB_MIN_BYTES and out > BOMB_RATIO * self.raw_pos:
+                            raise InputError(f"{self.display}: expands more than {BOMB_RATIO} times when decompressed "
+                                             f"(a decompression bomb?): not read further")
                         yield b
                 except (OSError, EOFError) as e:
                     raise InputError(f"{self.display}: damaged gzip stream ({e})") from None
             else:
-                yield from _read_blocks(fh, self.display)
+                try:
+                    at_open = os.fstat(fh.fileno()).st_size
+                except (OSError, AttributeError, ValueError):     # no descriptor behind it
+                    at_open = None
+                read = 0
+                for b in _read_blocks(fh, self.display):
+                    read += len(b)
+                    yield b
+                if at_open is not None and read < at_open:
+                    self.shrank = (at_open, read)
 
 
 PIPE_BYTES = 1 << 20

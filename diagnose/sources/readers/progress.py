@@ -17,7 +17,9 @@ class _Bar:
         self.p = Progress("[dim]{task.description}", BarColumn(), DownloadColumn(), TimeRemainingColumn(),
                           console=Console(stderr=True), transient=True)
         self.p.start()
-        self.task = self.p.add_task(name, total=total)
+        from rich.markup import escape
+        from ...values import printable
+        self.task = self.p.add_task(escape(printable(name)), total=total)   # a file name is no markup, no escape sequence
 
     def advance(self, n: int) -> None:
         self.p.advance(self.task, n)

@@ -19,7 +19,7 @@ from ...evidence.model import EVENT_KEEP
 from ..engines.common import ACCESS_BYTES, PROBE_PATHS, REQUEST_BYTES, head_key, prompt_head
 from ..engines import ENGINES
 from ..formats import KEYWORDS as FORMAT_KEYWORDS
-from .segments import ROW_HTTP, ROW_KEYWORD, ROW_PROBE, ROW_RECEIVED, Segment
+from .segments import MAX_LINE, NO_LINE_END, ROW_HTTP, ROW_KEYWORD, ROW_PROBE, ROW_RECEIVED, Segment
 
 # Every line a parser understands contains at least one of these: the words of lines every engine
 # writes (NCCL, CUDA, uvicorn, Ray, crashes, shutdowns), then each engine's own (engines/<name>/).
@@ -52,44 +52,112 @@ _ODD = re.compile(rb"[\x00-\x08\x0e-\x1f\x80-\xff]")
 class ScanCounts:
     lines: int = 0
     unreadable: int = 0
+    cut: int = 0                # lines cut to MAX_LINE bytes
     binary_head: bool = False   # NUL bytes in the first block: likely not a text log
 
 
 def segments(blocks: Iterable[bytes], keep: int = EVENT_KEEP, tally: bool = True,
-             keywords: re.Pattern[bytes] = _KW) -> Iterator[Segment]:
+             keywords: re.Pattern[bytes] = _KW, display: str = "input") -> Iterator[Segment]:
     """The Python reader: a Segment per run of whole lines of `blocks`. `keep`: evidence rows kept
     per kind and segment; `tally`: count access and request lines instead of handing them on."""
-    for buf, start, end in line_runs(blocks):
+    for buf, start, end, cut in line_runs(blocks, display):
         block = buf[start:end] if start or end != len(buf) else buf
-        yield _segment(block, keep, tally, keywords)
+        seg = _segment(block, keep, tally, keywords)
+        seg.cut = cut
+        yield seg
 
 
-def line_runs(blocks):
-    """The one block-to-lines cutter of every reader: (buffer, start, end), runs of whole lines,
-    without copying the blocks. The line a block's end cuts is joined into a small buffer of its
-    own; a last line without newline gets one; empty blocks are no lines."""
+def line_runs(blocks, display: str = "input"):
+    """The one block-to-lines cutter of every reader: (buffer, start, end, lines cut), runs of
+    whole lines, without copying the blocks. The line a block's end cuts is joined into a small
+    buffer of its own; a line with no newline in its first MAX_LINE bytes is cut there (its own
+    run, `cut` 1) and the rest of it skipped; a last line without newline gets one; empty blocks
+    are no lines. Raises InputError when the first line has no end in NO_LINE_END bytes."""
     tail: list[bytes] = []
+    held = 0            # bytes in tail
+    skipping = False    # inside the rest of a cut line
+    seen = 0            # bytes before the line at hand, while no line has ended
+    started = False     # a line ended
     for b in blocks:
         if not b:
             continue        # an empty block (a decoder's last) is no line
         i = b.find(b"\n")
         if i < 0:
-            tail.append(b)
+            if skipping:
+                seen += len(b)
+            elif held + len(b) >= MAX_LINE:
+                tail.append(b)
+                yield b"".join(tail)[:MAX_LINE] + b"\n", 0, MAX_LINE + 1, 1
+                seen, tail, held, skipping = held + len(b), [], 0, True
+            else:
+                tail.append(b)
+                held += len(b)
+            if not started and seen >= NO_LINE_END:
+                from .files import InputError
+                raise InputError(f"{display}: no line end in its first {NO_LINE_END >> 20} MiB: not a text log (not read further)")
             continue
+        if not started and skipping and seen + i >= NO_LINE_END:
+            from .files import InputError
+            raise InputError(f"{display}: no line end in its first {NO_LINE_END >> 20} MiB: not a text log (not read further)")
+        started = True
         begin = 0
-        if tail:
-            head = b"".join(tail) + b[: i + 1]
-            tail = []
-            yield head, 0, len(head)
+        if skipping:
+            skipping = False
+            begin = i + 1
+        elif tail:
+            if held + i >= MAX_LINE:
+                tail.append(b[:i])
+                yield b"".join(tail)[:MAX_LINE] + b"\n", 0, MAX_LINE + 1, 1
+            else:
+                head = b"".join(tail) + b[: i + 1]
+                yield head, 0, len(head), 0
+            tail, held = [], 0
             begin = i + 1
         j = b.rfind(b"\n")
         if j + 1 > begin:
-            yield b, begin, j + 1
+            if _has_long(b, begin, j + 1):
+                yield from _cut_runs(b, begin, j + 1)
+            else:
+                yield b, begin, j + 1, 0
         if j + 1 < len(b):
-            tail.append(b[j + 1:])
+            rest = b[j + 1:]
+            if len(rest) >= MAX_LINE:
+                yield rest[:MAX_LINE] + b"\n", 0, MAX_LINE + 1, 1
+                skipping = True
+            else:
+                tail.append(rest)
+                held = len(rest)
     if tail:
         last = b"".join(tail) + b"\n"
-        yield last, 0, len(last)
+        yield last, 0, len(last), 0
+
+
+def _has_long(b: bytes, a: int, z: int) -> bool:
+    """Whether b[a:z] (whole lines) holds a line of MAX_LINE bytes or more: only a run that long can."""
+    if z - a <= MAX_LINE:
+        return False
+    at = a
+    while at < z:
+        nl = b.find(b"\n", at, z)
+        if nl - at >= MAX_LINE:
+            return True
+        at = nl + 1
+    return False
+
+
+def _cut_runs(b: bytes, a: int, z: int):
+    """b[a:z] (whole lines) as runs, each line of MAX_LINE bytes or more cut into a run of its own."""
+    at = run = a
+    while at < z:
+        nl = b.find(b"\n", at, z)
+        if nl - at >= MAX_LINE:
+            if at > run:
+                yield b, run, at, 0
+            yield b[at:at + MAX_LINE] + b"\n", 0, MAX_LINE + 1, 1
+            run = nl + 1
+        at = nl + 1
+    if z > run:
+        yield b, run, z, 0
 
 
 def _segment(block: bytes, keep: int, tally: bool, keywords) -> Segment:

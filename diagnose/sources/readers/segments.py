@@ -19,6 +19,13 @@ from ..engines.common import MAX_PREFIXES, count_head
 from .lineprefix import visible
 
 ROW_WIDTH = 5           # kind, line index in the segment, start and end offsets of its text, status
+# The longest line read: a longer one is cut to its first MAX_LINE bytes (counted, and said in a
+# note); the rest of it is skipped unread. Every reader cuts at the same place: a line with no
+# newline in its first MAX_LINE bytes. (As large as the C reader's buffer: it holds one line whole.)
+MAX_LINE = 4 << 20
+# An input whose first line has no end in this many bytes is no log (`tr -d '\n'` output, an
+# endless stream without newlines): refused rather than read for ever.
+NO_LINE_END = 64 << 20
 ROW_KEYWORD, ROW_PROBE, ROW_HTTP, ROW_RECEIVED = range(4)
 
 
@@ -27,12 +34,13 @@ class Segment:
     index in the segment, start and end offsets of its text, status), prompt heads (`heads`: the C
     table's runs; `head_counts`: {key: times} in order of first appearance, from Python). The
     lines are buf[start:end], or, with `fd`, the bytes of that file between those offsets."""
-    __slots__ = ("buf", "fd", "start", "end", "lines", "bad", "bad_lines", "acc", "req", "rcv", "probe", "refused", "status",
+    __slots__ = ("buf", "fd", "start", "end", "lines", "bad", "cut", "bad_lines", "acc", "req", "rcv", "probe", "refused", "status",
                  "rows", "heads", "head_counts")
 
     def __init__(self, buf, fd, start: int, end: int) -> None:
         self.buf, self.fd, self.start, self.end = buf, fd, start, end
         self.lines = self.bad = self.acc = self.req = self.rcv = self.probe = self.refused = 0
+        self.cut = 0                    # lines cut to MAX_LINE bytes
         self.bad_lines = None           # indices (from 1) of unreadable lines, where the reader knows them
         self.status: list = []          # (code, lines) pairs
         self.rows: list = []
@@ -48,8 +56,9 @@ class Segment:
             end = self.buf.find(b"\n", at, self.end)
             return self.buf[at: end if end >= 0 else self.end]
         parts = []
-        while at < self.end:
-            chunk = os.pread(self.fd, min(65536, self.end - at), at)
+        stop = min(self.end, at + MAX_LINE)
+        while at < stop:
+            chunk = os.pread(self.fd, min(65536, stop - at), at)
             if not chunk:
                 break
             i = chunk.find(b"\n")
@@ -105,6 +114,8 @@ class _Tally:
         ev, base = self.ev, self.base
         self.counts.lines += seg.lines
         self.counts.unreadable += seg.bad
+        if seg.cut:
+            self.counts.cut += seg.cut
         self.recognised += seg.acc + seg.req
 
         def rows(which):

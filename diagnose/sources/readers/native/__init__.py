@@ -31,7 +31,7 @@ import sys
 import threading
 
 from .build import LIBRARY, SOURCE, source_key
-from ..segments import ROW_WIDTH, Segment
+from ..segments import MAX_LINE, NO_LINE_END, ROW_WIDTH, Segment
 NSTATUS = 1000
 ROWS_CAP = 4096         # rows per call; a full buffer makes the call return early, never grow
 HEADS_CAP = 1 << 15
@@ -182,7 +182,9 @@ def _check(lib) -> None:
 
 _buffers = threading.local()
 HEAD_SLOTS = 1 << 16
-READ_BYTES = 4 << 20    # a file range is read through one buffer of this size per thread
+# A file range is read through one buffer of this size per thread: a line that does not fit is
+# cut there, as every reader cuts it (segments.MAX_LINE).
+READ_BYTES = MAX_LINE
 
 
 def _scratch():
@@ -226,9 +228,12 @@ def scan(lib, buf: bytes, start: int, end: int, keep: int) -> Segment:
     return _segment(buf, None, start, end, t, rows, heads)
 
 
-def scan_range(lib, fd: int, a: int, b: int, size: int, keep: int, text_fd: int) -> Segment:
+def scan_range(lib, fd: int, a: int, b: int, size: int, keep: int, text_fd: int, display: str = "input") -> list[Segment]:
     """Scan the lines of a file that start in bytes [a, b) (`size`: the file's size when the run
-    began). C reads the file itself: the whole range runs without the GIL. Raises OSError."""
+    began). C reads the file itself: the whole range runs without the GIL. Segments in line order:
+    one, or more where a line too long for the buffer was cut (a segment of its own, held in
+    memory; the rest of the line is skipped). Raises OSError; InputError when the file's first
+    line has no end in NO_LINE_END bytes."""
     rows_buf, keys, counts, slots = _scratch()
     read = getattr(_buffers, "read", None)
     if read is None:
@@ -237,6 +242,7 @@ def scan_range(lib, fd: int, a: int, b: int, size: int, keep: int, text_fd: int)
     start = lib.dg_line_start(fd, a, read, len(read), size, ctypes.byref(err))
     if start < 0:
         raise OSError(err.value, os.strerror(err.value))
+    out: list[Segment] = []
     t = Totals()
     nr, nh = ctypes.c_int64(0), ctypes.c_int64(0)
     rows: list = []
@@ -248,11 +254,29 @@ def scan_range(lib, fd: int, a: int, b: int, size: int, keep: int, text_fd: int)
                              rows_buf, ROWS_CAP, ctypes.byref(nr), keys, counts, HEADS_CAP, ctypes.byref(nh), slots)
         if nxt == -1:
             raise OSError(err.value, os.strerror(err.value))
-        if nxt == -2:       # a line longer than the buffer: a bigger one for this thread
-            read = _buffers.read = ctypes.create_string_buffer(2 * len(read))
+        if nxt == -2 and len(read) < MAX_LINE:     # a buffer made smaller (tests): a bigger one
+            read = _buffers.read = ctypes.create_string_buffer(min(2 * len(read), MAX_LINE))
+            continue
+        if nxt == -2:       # no newline in the line's first MAX_LINE bytes: cut there
+            if pos > start:
+                out.append(_segment(None, text_fd, start, pos, t, rows, heads))
+                t, rows, heads = Totals(), [], []
+            after = lib.dg_line_start(fd, pos + MAX_LINE, read, len(read), size, ctypes.byref(err))
+            if after < 0:
+                raise OSError(err.value, os.strerror(err.value))
+            if pos == 0 and after - 1 >= NO_LINE_END:
+                from ..files import InputError
+                raise InputError(f"{display}: no line end in its first {NO_LINE_END >> 20} MiB: not a text log (not read further)")
+            head = os.pread(fd, MAX_LINE, pos) + b"\n"
+            seg = scan(lib, head, 0, len(head), keep)
+            seg.cut = 1
+            out.append(seg)
+            start = pos = after
             continue
         _collect(t, rows_buf, nr, keys, counts, nh, rows, heads)
         pos = nxt
-    if len(read) > READ_BYTES:      # grown for a giant line: memory goes back
+    if len(read) != READ_BYTES:     # grown or shrunk from the usual: the next range gets its own
         del _buffers.read
-    return _segment(None, text_fd, start, min(pos, size), t, rows, heads)
+    if pos > start or not out:
+        out.append(_segment(None, text_fd, start, max(start, min(pos, size)), t, rows, heads))
+    return out

@@ -36,6 +36,7 @@ class Producer:
         self.done = self.closed = False
         self.error: BaseException | None = None
         self.path, self.display = path, display or path
+        self.shrank = None      # (size when opened, size at the end) when the file was cut meanwhile
         self.text_fd = None
         if path is not None:
             # The parsers' thread reads evidence text through a descriptor of its own; the workers'
@@ -46,13 +47,16 @@ class Producer:
     def _tasks(self, keep: int):
         """(function, args) per segment, in line order."""
         if self.path is None:
-            for buf, start, end in line_runs(self.blocks):
-                yield scan_segment, (self.lib, buf, start, end, keep)
+            for buf, start, end, cut in line_runs(self.blocks, self.display or "input"):
+                yield _scan_block, (self.lib, buf, start, end, keep, cut)
             return
         fd = self.work_fd = _open(self.path, self.display)
         size = os.fstat(fd).st_size
         for a in range(0, size, RANGE_BYTES):
             yield _scan_range, (self.lib, fd, a, min(a + RANGE_BYTES, size), size, keep, self.text_fd, self.display)
+        now = os.fstat(fd).st_size
+        if now < size:          # cut while it was read (a rotation by copy and truncate)
+            self.shrank = (size, now)
 
     def _run(self) -> None:
         from ....evidence.model import EVENT_KEEP
@@ -83,6 +87,8 @@ class Producer:
                 self.cv.notify_all()
 
     def _put(self, seg) -> bool:
+        if isinstance(seg, list):       # a file range: its segments, in order
+            return all(self._put(s) for s in seg)
         with self.cv:
             while self.held >= AHEAD_BYTES and not self.closed:
                 self.cv.wait()
@@ -130,9 +136,15 @@ def _open(path: str, display: str) -> int:
         raise InputError(f"{display}: cannot open ({e.strerror})") from None
 
 
+def _scan_block(lib, buf, start, end, keep, cut):
+    seg = scan_segment(lib, buf, start, end, keep)
+    seg.cut = cut
+    return seg
+
+
 def _scan_range(lib, fd, a, b, size, keep, text_fd, display):
     from ..files import InputError
     try:
-        return scan_range(lib, fd, a, b, size, keep, text_fd)
+        return scan_range(lib, fd, a, b, size, keep, text_fd, display)
     except OSError as e:
         raise InputError(f"{display}: read failed ({e.strerror or e})") from None

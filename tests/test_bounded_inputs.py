@@ -1,0 +1,226 @@
+"""Bounded on any input (issue 34): binary data and decompression bombs refused from their first
+blocks, over-long lines cut the same way by every reader, inputs without line ends refused, YAML
+alias bombs refused, samples thinned past a bound, a Prometheus answer bounded in size and time,
+a file truncated while read noted. Each test checks what a user sees: the exit code, the one-line
+error, the note, the figures — never a timing (bench/hostile.py measures time and memory)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, ROOT, run_cli
+from test_hostile_inputs import one_line_error
+
+LOG = FIXTURES / "scenarios" / "healthy.log"
+
+
+def env(**extra):
+    return dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1", COLUMNS="120",
+                NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", **extra)
+
+
+def gz_member(data: bytes, times: int) -> bytes:
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    return b"".join(c.compress(data) for _ in range(times)) + c.flush()
+
+
+# -- binary data, bombs, endless lines ---------------------------------------------------------------
+
+def test_a_gzip_bomb_of_zeros_is_refused_from_its_first_block(tmp_path):
+    """10 GB of NUL bytes in a .gz made the kernel kill the run at 24 GB: now refused at once."""
+    bomb = tmp_path / "bomb.gz"
+    bomb.write_bytes(gz_member(b"\0" * (1 << 24), 16) * 4)       # 1 GB of zeros in 4 members
+    one_line_error(run_cli(bomb), "bomb.gz", "binary")
+
+
+def test_a_file_of_nul_bytes_is_refused(tmp_path):
+    f = tmp_path / "nul.log"
+    with open(f, "wb") as fh:
+        fh.truncate(300 << 20)          # sparse: 300 MB of NUL bytes, big enough for the bulk reader
+    one_line_error(run_cli(f), "nul.log", "binary")
+
+
+def test_a_log_with_a_damaged_line_is_still_read(tmp_path):
+    """A text log with NUL bytes in one line is no binary file."""
+    f = tmp_path / "damaged.log"
+    text = LOG.read_bytes()
+    f.write_bytes(text[:2000] + b"\0" * 200 + text[2000:])
+    p = run_cli("--format", "json", f)
+    assert p.returncode in (0, 1), p.stderr.decode()
+    assert json.loads(p.stdout)["inputs"][0]["unreadable_lines"] >= 1
+
+
+def test_a_gzip_that_keeps_expanding_is_refused(tmp_path):
+    """Text, not binary, but a thousand times its compressed size: a decompression bomb."""
+    bomb = tmp_path / "text-bomb.log.gz"
+    bomb.write_bytes(gz_member((b"x" * 127 + b"\n") * (1 << 17), 8))     # 128 MB of one short line
+    one_line_error(run_cli(bomb), "text-bomb.log.gz", "expands more than")
+
+
+def test_a_stream_without_line_ends_is_refused(tmp_path):
+    """`yes A | tr -d '\\n' | diagnose -` grew without end: refused once 64 MiB hold no line end."""
+    data = b"A" * (70 << 20)
+    p = subprocess.run([sys.executable, "-m", "diagnose", "-"], input=data, capture_output=True, env=env(),
+                       cwd=ROOT, timeout=300)
+    one_line_error(p, "<stdin>", "no line end")
+
+
+READERS = {"small": {"DIAGNOSE_BULK_MIN_BYTES": str(64 << 20)},
+           "C": {"DIAGNOSE_BULK_MIN_BYTES": str(1 << 20)},
+           "python": {"DIAGNOSE_BULK_MIN_BYTES": str(1 << 20), "DIAGNOSE_NATIVE": "0"}}
+
+
+@pytest.fixture(scope="module")
+def long_line_log(tmp_path_factory):
+    """A real log with a 5 MiB line (holding a keyword) in the middle."""
+    f = tmp_path_factory.mktemp("long") / "long-line.log"
+    text = LOG.read_bytes()
+    half = text.index(b"\n", len(text) // 2) + 1
+    f.write_bytes(text[:half] + b"INFO 01-02 03:04:05 [x.py:1] Error " + b"x" * (5 << 20) + b"\n" + text[half:])
+    return f
+
+
+@pytest.mark.parametrize("reader", list(READERS))
+def test_an_overlong_line_is_cut_counted_and_said_by_every_reader(long_line_log, reader):
+    p = subprocess.run([sys.executable, "-m", "diagnose", "--format", "json", str(long_line_log)],
+                       capture_output=True, env=env(**READERS[reader]), cwd=ROOT, timeout=300)
+    assert p.returncode in (0, 1), p.stderr.decode()
+    doc = json.loads(p.stdout)
+    inp = doc["inputs"][0]
+    assert inp["lines"] == LOG.read_bytes().count(b"\n") + 1
+    assert any("1 line(s) longer than 4 MiB cut" in e for e in inp["errors"]), inp["errors"]
+    # the log around the long line is read as without it
+    plain = json.loads(run_cli("--format", "json", LOG).stdout)
+    assert doc["deployment"]["tensor_parallel_size"] == plain["deployment"]["tensor_parallel_size"]
+    assert doc["verdict"] == plain["verdict"]
+
+
+def test_a_file_that_is_one_giant_line_is_refused(tmp_path):
+    f = tmp_path / "one-line.log"
+    with open(f, "wb") as fh:
+        fh.write(b"A" * (70 << 20))
+    one_line_error(run_cli(f), "one-line.log", "no line end")
+
+
+# -- whole documents -----------------------------------------------------------------------------------
+
+def test_a_yaml_alias_bomb_is_refused(tmp_path):
+    """Nine levels of nine aliases: 500 bytes that were 9**9 values to every walk (5 GB, a minute)."""
+    lines = ["model: x", "backend: pytorch", 'a0: &a0 ["lol"]']
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
+    f = tmp_path / "bomb.yaml"
+    f.write_text("\n".join(lines) + "\n")
+    one_line_error(run_cli(f), "bomb.yaml", "aliases")
+
+
+def test_a_yaml_with_a_few_aliases_is_read(tmp_path):
+    f = tmp_path / "options.yaml"
+    f.write_text("defaults: &d\n  free_gpu_memory_fraction: 0.85\nkv_cache_config: *d\nbackend: pytorch\n"
+                 "max_batch_size: 64\n")
+    p = run_cli("--format", "json", f)
+    assert p.returncode in (0, 1), p.stderr.decode()
+
+
+def test_a_whole_json_document_over_the_bound_is_refused(tmp_path):
+    f = tmp_path / "iterations.json"
+    item = json.dumps({"iter": 1, "iterLatencyMS": 12.5, "numActiveRequests": 8, "numQueuedRequests": 0})
+    f.write_text("[" + ",".join([item] * ((17 << 20) // len(item))) + "]")
+    one_line_error(run_cli(f), "iterations.json", "larger than 16 MiB")
+
+
+# -- samples thinned past a bound ---------------------------------------------------------------------
+
+def test_rows_past_the_bound_are_thinned_evenly_per_series():
+    from diagnose.evidence.model import Rows
+    rows = Rows(1000, lambda r: r["gpu"])
+    for t in range(20_000):
+        for g in range(4):
+            rows.append({"time": t, "gpu": g})
+            assert rows[-1] == {"time": t, "gpu": g}        # the newest is last (parsers amend it)
+    assert len(rows) <= 1000
+    for g in range(4):
+        times = [r["time"] for r in rows if r["gpu"] == g]
+        assert times[0] == 0 and times[-1] >= 20_000 - 2 * rows.stride
+        gaps = {b - a for a, b in zip(times, times[1:-1])}
+        assert gaps == {rows.stride}                        # evenly spread over the whole input
+    assert rows.dropped + len(rows) == 80_000
+
+
+def test_a_long_stats_log_is_thinned_with_a_note(tmp_path, monkeypatch):
+    """In-process with a small bound: the note says how many samples and which were kept."""
+    from diagnose.evidence import model
+    from diagnose.sources import load, resolve
+    monkeypatch.setattr(model, "MAX_STATS_ROWS", 40)
+    text = LOG.read_text()
+    stats = [ln for ln in text.splitlines(keepends=True) if "Avg prompt throughput" in ln]
+    assert stats
+    f = tmp_path / "long.log"
+    f.write_text(text + "".join(stats * (200 // len(stats) + 1)))
+    ev = load(resolve([str(f)]))
+    assert len(ev.stats_rows) <= 40
+    assert any("engine stats samples: one in" in e for e in ev.inputs[0].errors), ev.inputs[0].errors
+
+
+def test_a_scrape_of_too_many_series_is_read_in_part_with_a_note(tmp_path, monkeypatch):
+    from diagnose.sources import load, resolve
+    from diagnose.sources.formats import metrics_text
+    monkeypatch.setattr(metrics_text, "MAX_SERIES", 10)
+    f = tmp_path / "scrape.txt"
+    f.write_text("# TYPE vllm:num_requests_running gauge\n" +
+                 "".join(f'vllm:num_requests_running{{model_name="m",engine="{i}"}} 1\n' for i in range(50)))
+    ev = load(resolve([str(f)]))
+    assert any("40 samples of series past the first 10" in e for e in ev.inputs[0].errors), ev.inputs[0].errors
+
+
+# -- a file cut while read ---------------------------------------------------------------------------
+
+def test_a_file_truncated_while_read_is_noted(tmp_path):
+    from diagnose.sources.readers.files import BLOCK, Input
+    f = tmp_path / "shrinks.log"
+    f.write_bytes(b"x" * (BLOCK * 3))
+    inp = Input(str(f), str(f))
+    blocks = inp.blocks()
+    next(blocks)
+    os.truncate(f, BLOCK + 10)
+    rest = sum(len(b) for b in blocks)
+    assert rest == 10
+    assert inp.shrank == (BLOCK * 3, BLOCK + 10)
+
+
+# -- Prometheus: answers bounded in size and time -------------------------------------------------------
+
+def _prom(url, *args):
+    return subprocess.run([sys.executable, "-m", "diagnose", "--prometheus", url, *args], capture_output=True,
+                          env=env(), cwd=ROOT, timeout=120)
+
+
+def test_a_prometheus_answer_too_big_is_refused():
+    from prom_harness import BadServer
+    with BadServer("huge", huge_mb=40) as s:
+        one_line_error(_prom(s.url), "larger than 16 MiB", "--since")
+
+
+def test_a_prometheus_that_drips_bytes_is_given_up_on_after_timeout():
+    """One byte every 0.5 s never trips a socket read timeout; --timeout bounds the whole request."""
+    from prom_harness import BadServer
+    with BadServer("drip", drip_s=0.5) as s:
+        one_line_error(_prom(s.url, "--timeout", "2"), "no complete answer within 2 s")
+
+
+def test_slow_queries_end_at_the_deadline():
+    """Each answer within --timeout, all of them not: --deadline ends the run, and says so."""
+    from prom_harness import BadServer
+    with BadServer("slow", delay_s=0.7) as s:
+        one_line_error(_prom(s.url, "--timeout", "1", "--deadline", "2"), "took more than 2 s in all", "--deadline")
+        assert len(s.requests) <= 4
+
+
+def test_the_deadline_is_checked():
+    p = _prom("http://127.0.0.1:9", "--deadline", "0")
+    one_line_error(p, "--deadline")
