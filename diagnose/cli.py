@@ -385,8 +385,9 @@ def _prometheus_url(url: str, token_file, user):
     and the basic-auth pair: --prometheus-user with DIAGNOSE_PROMETHEUS_PASSWORD, or the URL's.
     One way to log in: a token and basic auth together would drop one of them silently."""
     from urllib.parse import urlsplit
+    from .redact import redact_secrets
     from .sources.prometheus import display_url, split_credentials
-    shown = display_url(url.strip())
+    shown = redact_secrets(display_url(url.strip()))     # a key in the query, a token as a path
     clean, url_auth = split_credentials(url.strip())
     try:
         parts = urlsplit(clean)

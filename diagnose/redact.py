@@ -15,8 +15,10 @@ ENABLED = True
 _PROMPT = re.compile(r"(prompt: |output: |text=|prompt=)('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", re.S)
 _PROMPT_OPEN = re.compile(r"(prompt: |output: )(['\"]).*$", re.S)  # truncated line: quote never closed
 # Token ids decode back to the prompt: vLLM's `prompt_token_ids`, SGLang's `input_ids=[…]`,
-# `output_ids=`, `origin_input_ids=`.
-_TOKEN_IDS = re.compile(r"((?:prompt_token_ids|token_ids|input_ids|output_ids)(?:: |=|': |\": ))\[[^\]]*\]?")
+# `output_ids=`, `origin_input_ids=`, `'output_ids': [`, `input_ids: tensor([…], device=…)`. The
+# list is the run of what token lists hold (digits, `,`, `.`, `-`, blanks, nested brackets) up to
+# its last `]`; a list cut off with its line goes to the end of the run.
+_TOKEN_IDS = re.compile(r"((?:token_ids|input_ids|output_ids|fill_ids)['\"]?\s*[:=]\s*(?:tensor\()?)(\[[\d\s,.\[\]-]*)")
 # `Authorization: Bearer …`, `?api_key=…`, `'x-api-key': '…'`, `token=…`, `password=…`: the key,
 # an optional quote, `:` or `=`, then a value of 8+ characters with a letter in it (so SGLang's
 # `#token: 12345678` stays).
@@ -27,26 +29,36 @@ _BEARER = re.compile(
 _EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.-]+")
 _SK = re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}")
 # Keys with a shape of their own, whatever surrounds them.
+# (Not after a letter or digit: `_hf_…` and `HF_TOKEN:hf_…` are keys, `xhf_…` is a word.)
+_AWS_KEY_ID = re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])")
 _KEYS = {
-    "hf_": re.compile(r"\bhf_[A-Za-z0-9]{30,}"),                         # Hugging Face
-    "AKIA": re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),                # AWS access key id
-    "ASIA": re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),
-    "xox": re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),                 # Slack
-    "AIza": re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"),                     # Google API key
-    "ghp_": re.compile(r"\bgh[pousr]_[A-Za-z0-9]{36,}"),                  # GitHub
+    "hf_": re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}"),           # Hugging Face
+    "AKIA": _AWS_KEY_ID,                                                # AWS access key id
+    "ASIA": _AWS_KEY_ID,
+    "xox": re.compile(r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}"),  # Slack
+    "AIza": re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}"),      # Google API key
 }
+_GITHUB = re.compile(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{36,}")     # GitHub
+_KEYS.update((f"gh{c}_", _GITHUB) for c in "pousr")
 _AWS_SECRET = re.compile(r"(?i)(aws_secret_access_key['\"]?\s*[=:]\s*['\"]?)[A-Za-z0-9/+=]{20,}")
-_BASIC = re.compile(r"(?i)\b(basic\s+)[A-Za-z0-9+/]{8,}={0,2}")
-# `scheme://user:password@host`: everything up to the last `@` of the address is the
-# userinfo, whatever the password holds (`#`, `?`, `/`, `@`).
-_URL_CREDENTIALS = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^\s:@/]*:\S*@(?=[^\s@]*(?:\s|$))")
-_PRIVATE_KEY = re.compile(r"(-----BEGIN [A-Z ]*PRIVATE KEY-----).*?(-----END [A-Z ]*PRIVATE KEY-----|$)")
-# Personal data in what users wrote: card numbers (13-19 digits, grouped or not, Luhn-valid), US
-# social security numbers, phone numbers in their written shapes (a bare 10-digit number is
-# usually a count in a log, so only separated or `+`-prefixed forms).
-_CARD = re.compile(r"(?<![\d.-])\d(?:[ -]?\d){12,18}(?![\d.-])")
-_SSN = re.compile(r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])")
-_PHONE = re.compile(r"(?<![\w+])(?:\+\d{1,3}(?:[ .-]\(?\d{1,4}\)?){2,4}|\(\d{3}\) ?\d{3}[-.]\d{4}|\d{3}[-.]\d{3}[-.]\d{4})(?![\w-])")
+# `Basic <base64>`: after `Authorization` anywhere in the line, any 8+ base64 characters; elsewhere
+# only what looks encoded (a digit, `+/=`, or a capital past the first letter: "basic arithmetic"
+# in a completion stays).
+_BASIC = re.compile(r"(?i)\b(basic\s+)([A-Za-z0-9+/]{8,}={0,2})")
+_PRIVATE_KEY = re.compile(r"(-----BEGIN [A-Z ]*PRIVATE KEY-----).*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.S)
+_PRIVATE_KEY_END = re.compile(r"-----END [A-Z ]{0,40}PRIVATE KEY-----")
+_BASE64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=\\")
+_BLANK = re.compile(r"\s")
+# Personal data in what users wrote: card numbers (Luhn-valid, written as cards are), US social
+# security numbers, phone numbers in their written shapes (a bare 10-digit number is usually a
+# count in a log, so only separated or `+`-prefixed forms). Not inside a word, a decimal or a
+# dotted/dashed run (request ids, hashes, versions, floats). (Each starts with its first character
+# and looks behind it after: a pattern that starts with a lookbehind is tried at every character.)
+_DIGIT_RUN = re.compile(r"\d(?<![\w.+-]\d)(?=[\d -]{12})\d*(?:[ -]\d+)*(?![\w-]|\.\d)")
+_GROUP_SEP = re.compile(r"([ -])")
+_SSN = re.compile(r"\d(?<![\w.-]\d)\d\d-\d\d-\d{4}(?![\w-]|\.\d)")
+_PHONE = re.compile(r"(?:\+(?<![\w+.-]\+)(?:\d{1,3}(?:[ .-]\(?\d{1,4}\)?){2,4}|[1-9]\d{9,14})"
+                    r"|\((?<![\w+.-]\()\d{3}\) ?\d{3}[-.]\d{4}|\d(?<![\w+.-]\d)\d\d[-.]\d{3}[-.]\d{4})(?![\w-]|\.\d)")
 # Client addresses (uvicorn access lines, error messages naming the caller). IPv4: four octets
 # not inside a longer dotted run, and not a version (`version 0.10.1.1`, `v0.10.1.1`). IPv6: a
 # hex-and-colon run with `::` or 6+ groups (so `12:34:56` times stay); `[…]` and a trailing
@@ -57,7 +69,8 @@ _IPV6 = re.compile(r"(?<![\w:.])\[?(?=[0-9a-fA-F:]*::|(?:[0-9a-fA-F]{1,4}:){5}[0
                    r"[0-9a-fA-F:]{2,45}(?:%\w+)?(?:\](?::\d{1,5})?)?(?![\w:])")
 # Settings whose value is a credential, whatever it looks like.
 # (`api_key`, `hf_token`, `ssl_keyfile_password`; not `max_num_batched_tokens` nor `tokenizer`)
-_SECRET_KEY = re.compile(r"(?i)(?:^|[_-])(?:api[_-]?key|token|secret|password|passwd|authorization|credentials?)$")
+_SECRET_KEY = re.compile(r"(?i)(?:^|[_-])(?:api[_-]?key|token|secret|password|passwd|authorization|credentials?"
+                         r"|secret[_-]access[_-]key)$")
 
 
 def redact(text: str) -> str:
@@ -69,7 +82,7 @@ def redact(text: str) -> str:
         t = _PROMPT.sub(lambda m: f"{m.group(1)}<redacted {len(m.group(2)) - 2} chars>", t)
         t = _PROMPT_OPEN.sub(lambda m: f"{m.group(1)}<redacted>", t)
     if "_ids" in t:
-        t = _TOKEN_IDS.sub(lambda m: f"{m.group(1)}[<redacted>]", t)
+        t = _TOKEN_IDS.sub(_token_ids, t)
     t = _secrets(t)
     if "." in t:
         t = _IPV4.sub("<ip>", t)
@@ -78,17 +91,34 @@ def redact(text: str) -> str:
     return t
 
 
+def _token_ids(m: re.Match) -> str:
+    run = m.group(2)
+    last = run.rfind("]")
+    if not any(c.isdigit() for c in (run[:last] if last >= 0 else run)):
+        return m.group()                     # `stop_token_ids=[]`, `[<redacted>]`: nothing to hide
+    rest = run[last + 1:] if last >= 0 else run[len(run.rstrip()):]
+    return f"{m.group(1)}[<redacted>]{rest}"
+
+
+def redact_secrets(text: str) -> str:
+    """Credentials and personal data only (no prompts, no addresses): for error lines naming what
+    the user typed (`--prometheus URL`), where the host is theirs to see."""
+    return _secrets(text) if ENABLED and text else text
+
+
 _CREDENTIAL_WORDS = ("bearer", "authoriz", "key", "token", "secret", "passw")
 
 
 def _secrets(t: str) -> str:
     if "PRIVATE KEY" in t:
         t = _PRIVATE_KEY.sub(lambda m: f"{m.group(1)}<redacted>{m.group(2)}", t)
+        t = _key_body_before_end(t)
     if "://" in t and "@" in t:
-        t = _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}<redacted>@", t)
+        t = _url_credentials(t)
     low = t.lower()
     if "basic" in low:
-        t = _BASIC.sub(lambda m: f"{m.group(1)}<redacted>", t)
+        auth = "authoriz" in low
+        t = _BASIC.sub(lambda m: f"{m.group(1)}<redacted>" if auth or _encoded(m.group(2)) else m.group(), t)
     if "aws_secret" in low:
         t = _AWS_SECRET.sub(lambda m: f"{m.group(1)}<redacted>", t)
     if any(w in low for w in _CREDENTIAL_WORDS):
@@ -99,8 +129,58 @@ def _secrets(t: str) -> str:
         if lit in t:
             t = pat.sub("<redacted-key>", t)
     if "@" in t:
-        t = _EMAIL.sub("<redacted-email>", t)
+        t = _EMAIL.sub(_email, t)
     return _personal(t)
+
+
+def _email(m: re.Match) -> str:
+    # a domain ends in letters: `repo@v1.2.3` (a pip requirement, a tag) is a version
+    last = m.group().rstrip(".-").rsplit(".", 1)[-1]
+    return "<redacted-email>" if any(c.isalpha() for c in last) else m.group()
+
+
+_ENCODED = re.compile(r"[0-9+/=A-Z]")
+
+
+def _encoded(s: str) -> bool:
+    return s[0] in "0123456789+/=" or _ENCODED.search(s, 1) is not None
+
+
+def _url_credentials(t: str) -> str:
+    """`scheme://user:password@host…` → `scheme://<redacted>@host…`. The userinfo is everything
+    from `://` to the last `@` of the run of non-blanks holding it, whatever the password holds
+    (`#`, `?`, `/`, `%`, `@`) and whatever the host looks like (`db:5432`). Without a `:` it is a
+    user or a token alone (`https://TOKEN@host`) unless it holds a path (`git+https://h/repo@v1`).
+    An image digest (`…/image@sha256:…`) is not a host. Each run is looked at once (linear)."""
+    out, pos = [], 0
+    i = t.find("://")
+    while i >= 0:
+        start = i + 3
+        blank = _BLANK.search(t, start)
+        end = blank.start() if blank else len(t)
+        at = t.rfind("@", start, end)
+        while at > start and t.startswith(("sha256:", "sha512:"), at + 1):
+            at = t.rfind("@", start, at)
+        if at > start:
+            userinfo = t[start:at]
+            if ":" in userinfo or not any(c in userinfo for c in "/?#"):
+                out += [t[pos:start], "<redacted>"]
+                pos = at
+        i = t.find("://", end)
+    return "".join(out) + t[pos:] if out else t
+
+
+def _key_body_before_end(t: str) -> str:
+    """The base64 body just before an `-----END … PRIVATE KEY-----` whose BEGIN is on another line."""
+    out, pos = [], 0
+    for m in _PRIVATE_KEY_END.finditer(t):
+        j = m.start()
+        while j > pos and t[j - 1] in _BASE64:
+            j -= 1
+        if m.start() - j >= 16:
+            out += [t[pos:j], "<redacted>"]
+            pos = m.start()
+    return "".join(out) + t[pos:] if out else t
 
 
 def _luhn(digits: str) -> bool:
@@ -113,25 +193,58 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
-def _card(m: re.Match) -> str:
+def _is_card(digits: str) -> bool:
+    # an issuer's first digit (2-6), not one digit repeated, Luhn-valid
+    return digits[0] in "23456" and len(set(digits)) > 1 and _luhn(digits)
+
+
+def _cards(m: re.Match) -> str:
+    """A run of digit groups (`4111 1111 1111 1111`, `3782-822463-10005`, `1 2 3 4`): card numbers
+    in it are either 15-16 digits alone, or groups written as cards are: a first group of 4, then
+    3-6 digits a group, 13-19 digits in all (a bare 13-digit number that passes Luhn is as likely
+    a count or an id; `1 2 3 … 13` is a list)."""
     text = m.group()
-    digits = text.replace(" ", "").replace("-", "")
-    grouped = len(digits) != len(text)
-    # Luhn-valid, and written as cards are: in groups, or 15-16 digits (a bare 13-digit number
-    # that passes Luhn is as likely a count or an id)
-    if _luhn(digits) and (grouped or len(digits) in (15, 16)) and len(set(digits)) > 1:
-        return "<redacted-card>"
-    return text
+    if len(text) < 13 or text.count(" ") + text.count("-") > 64:
+        return text                     # (64 groups of numbers in a row are a table, not a card)
+    parts = _GROUP_SEP.split(text)
+    groups, seps = parts[0::2], parts[1::2]
+    out, i, hit = [], 0, False
+    while i < len(groups):
+        g = groups[i]
+        end = i + 1 if len(g) in (15, 16) and _is_card(g) else 0
+        if len(g) == 4:
+            digits, j = g, i + 1
+            while j < len(groups) and 3 <= len(groups[j]) <= 6 and len(digits) + len(groups[j]) <= 19:
+                digits += groups[j]
+                j += 1
+                if len(digits) >= 13 and _is_card(digits):
+                    end = j
+        lead = seps[i - 1] if i else ""
+        if end:
+            out.append(lead + "<redacted-card>")
+            hit, i = True, end
+        else:
+            out.append(lead + g)
+            i += 1
+    return "".join(out) if hit else text
 
 
 def _personal(t: str) -> str:
     if not any(c.isdigit() for c in t[:4096]) and not any(c.isdigit() for c in t[4096:]):
         return t
-    t = _CARD.sub(_card, t)
+    t = _DIGIT_RUN.sub(_cards, t)
     if "-" in t:
-        t = _SSN.sub("<redacted-ssn>", t)
+        t = _SSN.sub(_ssn, t)
     t = _PHONE.sub(_phone, t)
     return t
+
+
+def _ssn(m: re.Match) -> str:
+    area, group, serial = m.group().split("-")
+    # never issued: area 000, 666, 9xx; group 00; serial 0000
+    if area in ("000", "666") or area[0] == "9" or group == "00" or serial == "0000":
+        return m.group()
+    return "<redacted-ssn>"
 
 
 def _phone(m: re.Match) -> str:
