@@ -7,7 +7,8 @@
 
 Recall is over `must` labels (found / labelled); a `must_not` that fires is a false alarm;
 precision per rule is found / (found + false alarms on labelled `must_not`); `verdict` lists the
-acceptable bottleneck verdicts; facts compare the report's `deployment` with the label (numbers
+acceptable bottleneck verdicts; `ending` how the server's last launch ended (`stopped`, `crashed`,
+`running`, `cut`: a stop is not a crash, and a log that just ends is neither); facts compare the report's `deployment` with the label (numbers
 within 1 %). tests/test_real_corpus.py holds the thresholds.
 """
 from __future__ import annotations
@@ -47,6 +48,15 @@ class CaseResult:
     server_share: float | None = None   # of the lines between the engine's first and last, read
     unread: int = 0                     # lines that look like an engine's, not read
     deployments: int = 0
+    ending: str | None = None           # the label: stopped · crashed · running · cut
+    ended: str = "running"              # what the tool said: crashed, stopped, or neither
+
+    @property
+    def ending_ok(self) -> bool:
+        """A stop is not a crash, a crash not a stop; a log that just ends (running, cut) is neither."""
+        if not self.ending:
+            return True
+        return self.ended == {"cut": "running"}.get(self.ending, self.ending)
 
     @property
     def engine_read(self) -> bool:
@@ -117,7 +127,7 @@ def run_case(case: dict, rules=None) -> CaseResult:
     from diagnose.pipeline import analyze_all
     res = CaseResult(file=case.get("file") or case["files"][0], engine=case["engine"],
                      must=list(case.get("must", [])), must_not=list(case.get("must_not", [])),
-                     fired=[], verdict="", verdicts_ok=case.get("verdict"))
+                     fired=[], verdict="", verdicts_ok=case.get("verdict"), ending=case.get("ending"))
     try:
         analyses = analyze_all([str(p) for p in case_paths(case)])
     except Exception as e:       # a crash on a real log is a result to report, not a stop
@@ -130,6 +140,8 @@ def run_case(case: dict, rules=None) -> CaseResult:
     main = max(mine, key=lambda a: len(compare_facts(case.get("facts", {}), a.deployment(), case.get("engine_version"))[0]))
     res.fired = sorted({f.id for a in analyses for f in a.result.findings})
     res.verdict = main.result.verdict.get("bottleneck", "")
+    res.ended = ("crashed" if res.verdict == "crashed" else "stopped" if main.result.verdict.get("stopped")
+                 else "running")
     res.facts_right, res.facts_wrong = compare_facts(case.get("facts", {}), main.deployment(),
                                                      case.get("engine_version"))
     res.deployments = len(analyses)
@@ -152,10 +164,12 @@ def totals(results: list[CaseResult]) -> dict:
     facts = sum(len(r.facts_right) + len(r.facts_wrong) for r in results)
     right = sum(len(r.facts_right) for r in results)
     with_verdict = [r for r in results if r.verdicts_ok]
+    with_ending = [r for r in results if r.ending]
     return {"cases": len(results), "must": must, "found": found,
             "recall": found / must if must else 1.0,
             "false_alarms": sum(len(r.false_alarms) for r in results),
             "verdicts": len(with_verdict), "verdicts_met": sum(r.verdict_ok for r in with_verdict),
+            "endings": len(with_ending), "endings_met": sum(r.ending_ok for r in with_ending),
             "facts": facts, "facts_right": right, "facts_share": right / facts if facts else 1.0,
             "errors": sum(r.error is not None for r in results),
             "engine_read": sum(r.engine_read for r in results),
@@ -237,13 +251,14 @@ def render(results: list[CaseResult], markdown: bool = False, cases: bool = Fals
     if cases:
         out.append("")
         for r in results:
-            flag = "ok " if not (r.missed or r.false_alarms or not r.verdict_ok or r.facts_wrong or r.error) else "!! "
+            flag = "ok " if not (r.missed or r.false_alarms or not r.verdict_ok or not r.ending_ok or r.facts_wrong
+                                 or r.error) else "!! "
             cov = (f"read {r.share:.0%}" if r.share is not None else "read ?") + (
                 f", engine span {r.server_share:.0%}" if r.server_share is not None else "") + (
                 f", {r.unread} unread engine lines" if r.unread else "")
             out.append(f"{flag}{r.file}: {cov}; {r.deployments} deployment(s); verdict {r.verdict}; fired {', '.join(r.fired) or '-'}")
-    problems = [r for r in results if r.missed or r.false_alarms or not r.verdict_ok or r.facts_wrong or r.error
-                or not r.engine_read]
+    problems = [r for r in results if r.missed or r.false_alarms or not r.verdict_ok or not r.ending_ok
+                or r.facts_wrong or r.error or not r.engine_read]
     if problems and not markdown:
         out += ["", "Problems:"]
         for r in problems:
@@ -256,6 +271,8 @@ def render(results: list[CaseResult], markdown: bool = False, cases: bool = Fals
                 bits.append("false " + ", ".join(r.false_alarms))
             if not r.verdict_ok:
                 bits.append(f"verdict {r.verdict} not in {r.verdicts_ok}")
+            if not r.ending_ok:
+                bits.append(f"ending {r.ended}, label {r.ending}")
             if r.facts_wrong:
                 bits.append("facts " + ", ".join(f"{k}={g!r} (label {v!r})" for k, v, g in r.facts_wrong))
             if not r.engine_read:
@@ -278,7 +295,7 @@ def main(argv=None) -> int:
     print(render(results, markdown=a.markdown, cases=a.cases))
     t = totals(results)
     print(f"\nrecall {t['recall']:.3f} ({t['found']}/{t['must']}), false alarms {t['false_alarms']}, "
-          f"verdicts {t['verdicts_met']}/{t['verdicts']}, facts {t['facts_share']:.3f} "
+          f"verdicts {t['verdicts_met']}/{t['verdicts']}, endings {t['endings_met']}/{t['endings']}, facts {t['facts_share']:.3f} "
           f"({t['facts_right']}/{t['facts']}), cases {t['cases']}")
     return 0
 

@@ -88,6 +88,18 @@ def test_listed_verdicts_are_met(results):
     assert not wrong, wrong
 
 
+def test_a_stop_is_never_a_crash_nor_a_crash_a_stop(results):
+    """Each labelled ending (read from the log: `stopped` by a signal, Ctrl-C, Slurm or a wrapper;
+    `crashed`; `running` or `cut` when the file just ends) is what the report says: no critical
+    engine-crash on a server that was simply stopped, in any engine's or vLLM generation's words."""
+    labelled = [r for r in results if r.ending]
+    assert sum(r.ending == "stopped" for r in labelled) >= 20 and sum(r.ending == "crashed" for r in labelled) >= 10
+    wrong = [f"{r.file}: said {r.ended}, label {r.ending}" for r in labelled if not r.ending_ok]
+    assert not wrong, wrong
+    stopped_engines = {r.engine for r in labelled if r.ending == "stopped"}
+    assert stopped_engines >= {"vllm", "sglang", "tensorrt-llm"}
+
+
 def test_facts_are_right(results):
     t = sc.totals(results)
     wrong = [f"{r.file}: {k}={g!r} (label {v!r})" for r in results for k, v, g in r.facts_wrong]

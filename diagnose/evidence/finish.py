@@ -123,6 +123,8 @@ def _redact_evidence(ev: Evidence) -> None:
         for e in bucket:
             if isinstance(e.text, str):
                 e.text = _printable(redact.redact(e.text))
+            if isinstance(e.data.get("msg"), str):     # the message part, kept to quote (a stop's)
+                e.data["msg"] = _printable(redact.redact(e.data["msg"]))
     for f in ev.facts.values():
         if isinstance(f.text, str):
             f.text = _printable(redact.redact(f.text))

@@ -17,6 +17,8 @@ def decide(values: dict, findings: list) -> dict:
         r["signals"] = [_basis_line(values)]
     crash = next((f for f in findings if f.id == "engine-crash"), None)
     if crash is None:
+        if values.get("stopped"):
+            _say_stopped(r, values)
         return r
     # A dead engine is the verdict, never contradicted by what its stats said before it died.
     before = r["bottleneck"]
@@ -28,6 +30,19 @@ def decide(values: dict, findings: list) -> dict:
             "also": [a for a in r["also"] if not a.startswith("failed")] +
                     (["failed: cuda-oom"] if any(f.id == "cuda-oom" for f in findings) else []),
             "config_findings": r.get("config_findings", [])}
+
+
+def _say_stopped(r: dict, v: dict) -> None:
+    """An orderly stop ends the story: said last (the bottleneck comes first), with the errors the
+    stop printed counted and kept for --verbose."""
+    noise = v.get("stop_noise_count") or 0
+    at = f" at {v['stopped_at']}" if v.get("stopped_at") else ""
+    r["signals"] = list(r["signals"]) + [
+        f"the server was stopped{at} (line {v['stopped_where'].rpartition(':')[2]}: {v['stopped_text']})"
+        + (f"; {noise} error(s) after it were the stop's, not a crash" if noise else "")]
+    source, _, line = v["stopped_where"].rpartition(":")
+    r["stopped"] = {"at": v.get("stopped_at"), "source": source, "line": int(line), "text": v["stopped_text"],
+                    "errors_after": noise, "errors_after_examples": v.get("stop_noise") or []}
 
 
 def _basis_line(v: dict) -> str:

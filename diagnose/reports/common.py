@@ -316,3 +316,11 @@ def deployment_label(data: dict) -> str:
     else:
         bits.append(", ".join(i["path"] for i in data.get("inputs") or []))
     return " · ".join(bits)
+
+
+def stop_mark(data: dict) -> str | None:
+    """`stopped 09-13 07:27:55 (line 136)`: where the timeline ends because the server was stopped."""
+    st = (data.get("verdict") or {}).get("stopped")
+    if not st:
+        return None
+    return "stopped " + (f"{st['at']} " if st.get("at") else "") + f"(line {st['line']})"

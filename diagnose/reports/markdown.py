@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .common import (TIMELINE, coverage_detail, deployment_label, differences, evidence_line, fix_lines,
+from .common import (TIMELINE, stop_mark, coverage_detail, deployment_label, differences, evidence_line, fix_lines,
                      input_warnings, launches_text, nothing_read_hint, printable, skipped_lines, sparkline,
                      summary_rows, window_rows)
 
@@ -129,7 +129,12 @@ def render(data: dict, timeline: dict | None = None) -> str:
     if timeline:
         out += ["## Timeline", "", "```"]
         out += [f"{label:>13} {sparkline(timeline.get(key, []))}" for key, label in TIMELINE if timeline.get(key)]
-        out += ["```", ""]
+        mark = stop_mark(data)
+        out += ([f"{'end':>13} {mark}"] if mark else []) + ["```", ""]
+    noise = ((data.get("verdict") or {}).get("stopped") or {}).get("errors_after_examples")
+    if noise:
+        out += ["<details><summary>Errors printed while the server stopped (not a crash)</summary>", ""]
+        out += _fence(noise) + ["", "</details>", ""]
     notes = [f"{_code(i['path'])}: {_cell(coverage_detail(i))}" for i in data["inputs"]]
     out += ["<sub>" + "; ".join(notes) + f" · {len(data['not_applicable'])} rule(s) not applicable · diagnose {data['tool']['version']}</sub>", ""]
     return "\n".join(out)

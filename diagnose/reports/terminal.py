@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from .common import (TIMELINE, coverage_summary, evidence_line, fix_lines, input_warnings, launches_text,
+from .common import (TIMELINE, stop_mark, coverage_summary, evidence_line, fix_lines, input_warnings, launches_text,
                      nothing_read_hint, printable, printable_tree, sparkline, summary_rows, window_rows)
 
 COLOURS = {"critical": "bold white on red", "high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
@@ -96,6 +96,9 @@ def render(data: dict, console: Console, timeline: dict | None = None, verbose: 
         for key, label in TIMELINE:
             if timeline.get(key):
                 console.print(f"  {label:>13} {sparkline(timeline[key])}  [dim]max {max(timeline[key]):g}[/dim]")
+        mark = stop_mark(data)
+        if mark:
+            console.print(f"  {'end':>13} {escape(mark)}")
     for inp in data["inputs"]:
         console.print(f"[dim]{escape(coverage_summary(inp))}[/dim]")
     if data["errors"]:
@@ -106,6 +109,9 @@ def render(data: dict, console: Console, timeline: dict | None = None, verbose: 
             console.print(f"[yellow]suppression of {escape(str(sup['id']))} expired on {escape(str(sup['expires']))}: "
                           "it reports again[/yellow]")
     if verbose:
+        st = v.get("stopped") or {}
+        for x in st.get("errors_after_examples") or []:
+            console.print(f"[dim]after the stop (not a crash): {escape(x[:300])}[/dim]")
         for na in data["not_applicable"]:
             console.print(f"[dim]not applicable: {escape(str(na['id']))} — {escape(na['reason'])}[/dim]")
     else:

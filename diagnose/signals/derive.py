@@ -378,6 +378,7 @@ def _events(ev: Evidence, v: dict) -> None:
         v[f"{k}_count"] = c.get(k, 0)
     first = ev.first_event("uncaught_exception")
     v["uncaught_exception_type"] = first.data.get("exception") if first else None
+    _stop(ev, v)
     v["http_5xx_count"] = sum(n for k, n in ev.counters.items() if k.startswith("status_5"))
     v["http_429_count"] = ev.counters.get("status_429", 0)
     total = sum(i.lines for i in ev.inputs) or 0
@@ -410,6 +411,31 @@ def _events(ev: Evidence, v: dict) -> None:
         v["startup_silence_min"] = quiet.data.get("minutes")
         text = quiet.text if len(quiet.text) <= 160 else quiet.text[:159] + "…"
         v["startup_silence_after"] = f"line {quiet.line}: {text}"
+
+
+def _stop(ev: Evidence, v: dict) -> None:
+    """How the server's last launch ended, when it was stopped: where and when the stop began
+    (the first stop line of that launch), and how many failures after it were the stop's."""
+    last = {}
+    for p in ev.parts:              # the last launch of each file: an earlier one's stop is history
+        last[p["source"]] = p
+    ends = [p for p in last.values() if p.get("ending")]
+    if not ends or any(p["ending"] != "stopped" for p in ends):
+        return
+    stops = [e for e in ev.events.get("stop_requested", ())
+             if any(e.source == p["source"] and p["first_line"] <= e.line <= p["last_line"] for p in ends)]
+    if not stops:
+        return
+    e = min(stops, key=lambda x: (x.time is None, x.time or 0, x.line))
+    v["stopped"] = True
+    if e.time is not None:
+        v["stopped_at"] = e.time.strftime("%m-%d %H:%M:%S" if e.source in ev.year_guessed or e.time.year == 1900
+                                          else "%Y-%m-%d %H:%M:%S")
+    v["stopped_where"] = f"{e.source}:{e.line}"
+    text = " ".join((e.data.get("msg") or e.text).split())
+    v["stopped_text"] = text if len(text) <= 120 else text[:119] + "…"
+    v["stop_noise_count"] = ev.event_counts.get("failure_after_stop", 0)
+    v["stop_noise"] = [f"{x.source}:{x.line}: {x.text}" for x in ev.events.get("failure_after_stop", ())[:10]]
 
 
 MIN_STEADY = 3   # fewer busy samples than this say nothing about a steady state

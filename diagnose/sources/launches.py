@@ -176,7 +176,7 @@ class Piece:
         for p in self.parsers:
             if hasattr(p, "finish"):
                 p.finish(ev)
-        if clock_guessed and ev.stats_rows:
+        if clock_guessed:
             ev.year_guessed[src] = base_year
         if self.engine_lines:
             engine = max(self.engine_lines, key=self.engine_lines.get)

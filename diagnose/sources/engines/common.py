@@ -51,10 +51,15 @@ EXC_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w
 STOP = re.compile("|".join([
     r"^(?:\[rank\d+\]:\s*)?KeyboardInterrupt\s*$|[Rr]eceived (?:signal )?SIG(?:INT|TERM)\b|Caught SIG(?:INT|TERM)",
     r"signal (?:SIGINT|SIGTERM|2|15)\b|^Shutting down\b|^Aborted!?\s*$|^Terminated\s*$|Stopping (?:the )?server",
-    r"\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT\b|\b(?:[Ee]xit(?:ed)? (?:with )?(?:code|status)|Return code)[ =:]+0\b",
+    r"\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT\b",
 ] + [f"(?:{e.stopping})" for e in ENGINES.values() if e.stopping]))
-# Literal text one of the STOP wordings holds: the regex runs only where one is.
-STOP_HINTS = ("Interrupt", "SIG", "ignal", "Shutting", "Abort", "Termin", "Stopping", "shutdown", "CANCELLED", "xit", "eturn code",
+# A wrapper's account of how the process ended (`exit code 0`, `exit_code=143`, `Exited with
+# status 1`, `Return code: 137`, Slurm's `ExitCode 0:0`): 0 is an orderly end; 130 / 143 / 137
+# are SIGINT / SIGTERM / SIGKILL, a stop; anything else says the process failed.
+EXIT_STATUS = re.compile(r"\b(?:[Ee]xit(?:ed)?[ _]?(?:with )?(?:[Cc]ode|[Ss]tatus)|[Rr]eturn[ _]?code)['\"]?[ =:]+(?P<code>-?\d+)\b")
+EXIT_BY_SIGNAL = frozenset({130, 143, 137, -2, -15, -9})
+# Literal text one of the STOP or EXIT_STATUS wordings holds: the regexes run only where one is.
+STOP_HINTS = ("Interrupt", "SIG", "ignal", "Shutting", "Abort", "Termin", "Stopping", "shutdown", "CANCELLED", "xit", "eturn",
               *(h for e in ENGINES.values() for h in e.stop_hints))
 # the hints as one search (every line passes here: one C-level scan, not a Python loop)
 STOP_HINTS_RE = re.compile("|".join(map(re.escape, STOP_HINTS)))
@@ -119,7 +124,7 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
         if "Shutting down" in msg or "Finished server process" in msg:
             life = lifecycle(ev, src)
             if not life.stopping:
-                ev.add_event("stop_requested", src, n, line.raw, when)
+                ev.add_event("stop_requested", src, n, line.raw, when, msg=msg)
             life.stopping = True
         return False
     m = NCCL.match(msg)
@@ -165,13 +170,30 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
         lifecycle(ev, src).request_error = n
         ev.add_event("request_error", src, n, lambda: redact(line.raw), when)
         return True
-    if STOP_HINTS_RE.search(msg) and STOP.search(msg):
-        life = lifecycle(ev, src)
-        if not life.stopping:
-            ev.add_event("stop_requested", src, n, line.raw, when)
-        life.stopping = True
-        return msg.lstrip().startswith(("KeyboardInterrupt", "[rank"))
+    if STOP_HINTS_RE.search(msg):
+        if STOP.search(msg):
+            life = lifecycle(ev, src)
+            if not life.stopping:
+                ev.add_event("stop_requested", src, n, line.raw, when, msg=msg)
+            life.stopping = True
+            return msg.lstrip().startswith(("KeyboardInterrupt", "[rank"))
+        m = EXIT_STATUS.search(msg)
+        if m:
+            _exit_status(int(m.group("code")), line, ev, when)
+            return True
     return False
+
+
+def _exit_status(code: int, line: Line, ev: Evidence, when) -> None:
+    life = lifecycle(ev, line.source)
+    if code == 0 or code in EXIT_BY_SIGNAL:
+        if not life.stopping:
+            ev.add_event("stop_requested", line.source, line.lineno, line.raw, when, msg=line.msg)
+        life.stopping = True
+        return
+    # The process says it failed: what was taken for the stop's noise was the failure.
+    ev.add_event("exit_failure", line.source, line.lineno, line.raw, when, code=code)
+    life.exit_failed = True
 
 
 # -- the server's life, per file: launched, serving, stopped, died ------------------------------
@@ -179,10 +201,13 @@ class Life:
     """Where one file's server stands. A crash needs the server not to have been asked to stop
     (errors while it unwinds from Ctrl-C or SIGTERM are the stop's, not a fault), and an uncaught
     exception is only fatal if nothing shows the server alive after it."""
-    __slots__ = ("stopping", "tb", "request_error", "pending")
+    __slots__ = ("stopping", "tb", "request_error", "pending", "noise", "noise_line", "exit_failed")
 
     def __init__(self) -> None:
         self.stopping = False
+        self.noise = None           # (line, raw, type, time) of the first exception after the stop began
+        self.noise_line = 0         # the last line counted as stop noise
+        self.exit_failed = False    # a wrapper printed a failing exit status
         self.tb = None              # "open" after a traceback start until its exception line; "request" for a request's
         self.request_error = -10    # line of the last request-level error
         self.pending = None         # (line, raw, type, time) of an uncaught exception not yet known fatal
@@ -203,12 +228,28 @@ def _exception_line(msg: str, line: Line, ev: Evidence, life: Life, when) -> Non
     etype = m.group("type")
     if etype in BENIGN_EXC:
         if etype == "KeyboardInterrupt" and not life.stopping:
-            ev.add_event("stop_requested", line.source, line.lineno, line.raw, when)
+            ev.add_event("stop_requested", line.source, line.lineno, line.raw, when, msg=msg)
             life.stopping = True
         return
-    if kind == "request" or life.stopping or life.pending:
+    if kind == "request" or life.pending:
+        return
+    if life.stopping:
+        # The stop's noise (an EngineDeadError from the output handler, a finaliser failing at
+        # exit): counted, shown under --verbose, a crash only if the process then says it failed.
+        _stop_noise(ev, life, line, etype, when)
         return
     life.pending = (line.lineno, line.raw, etype, when)
+
+
+def _stop_noise(ev: Evidence, life: Life, line: Line, kind: str, when) -> None:
+    """A failure line after the stop began, once per line (the engine's parser and the traceback
+    reader may both see an `EngineDeadError`)."""
+    if life.noise_line == line.lineno:
+        return
+    life.noise_line = line.lineno
+    ev.add_event("failure_after_stop", line.source, line.lineno, line.raw, when, exception=kind)
+    if life.noise is None:
+        life.noise = (line.lineno, line.raw, kind, when)
 
 
 def note_launch(ev: Evidence, src: str) -> None:
@@ -218,6 +259,8 @@ def note_launch(ev: Evidence, src: str) -> None:
         return
     _settle(ev, src, life)
     life.stopping = False
+    life.noise = None
+    life.exit_failed = False
 
 
 def dispatch(parser, table, msg: str, line: Line, ev: Evidence, when) -> bool:
@@ -242,7 +285,7 @@ def note_failure(ev: Evidence, kind: str, line: Line, when) -> None:
     """An engine-failure line (engine_dead, nccl_error): a crash, unless the server was being stopped."""
     life = ev.lifecycle.get(line.source)
     if life is not None and life.stopping:
-        ev.add_event("failure_after_stop", line.source, line.lineno, line.raw, when)
+        _stop_noise(ev, life, line, kind, when)
         return
     ev.add_event(kind, line.source, line.lineno, line.raw, when)
 
@@ -254,6 +297,14 @@ def finish_lifecycle(ev: Evidence, src: str) -> None:
 
 
 def _settle(ev: Evidence, src: str, life: Life) -> None:
+    if life.exit_failed and life.noise and not life.pending:
+        # The stop's "noise" was how it failed: an engine-failure line as itself, an exception as one.
+        n, raw, kind, when = life.noise
+        life.noise = None
+        if kind in ("engine_dead", "nccl_error"):
+            ev.add_event(kind, src, n, raw, when)
+            return
+        life.pending = (n, raw, kind, when)
     if not life.pending:
         return
     n, raw, etype, when = life.pending

@@ -37,7 +37,7 @@ SHARED_KEYWORDS = [
     # DCGM exporter's own log
     "DCP metrics", "metric not enabled",
     # a scheduler's or a wrapper's end of the job
-    "CANCELLED", "exit code", "exit status", "xited with", "Return code",
+    "CANCELLED", "exit code", "exit status", "xited with", "Return code", "exit_code", "exit_status", "returncode",
 ]
 # ... and each line format's (formats/): the lines that open a `dmon` capture, a scrape, a result block.
 GREP_KEYWORDS = list(dict.fromkeys(SHARED_KEYWORDS + [k for e in ENGINES.values() for k in (*e.keywords, *e.stop_hints)]

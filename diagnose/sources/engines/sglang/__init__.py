@@ -9,15 +9,16 @@ ENGINE = Engine(
     header=header.match,
     formats=("sglang",),
     keywords=("batch", "#running-req", "Receive: obj=", "ServerArgs", "server_args", "Load weight", "max_total_num_tokens",
-              "Capture cuda graph", "fired up", "retract", "Not enough memory", "hit an exception", "sigquit",
+              "Capture cuda graph", "fired up", "retract", "Not enough memory", "hit an exception", "sigquit", "SIGQUIT",
               "sglang", "Health check failed", "SGLang Version", "SGLang version"),
     launch_hints=("server_args",),
     launch=r"server_args(?:=|: )(?:ServerArgs\(|\{)",
     expects=("Decode batch", "Prefill batch", "server_args=ServerArgs(", "#running-req"),
     # (`[stamp] LMCache INFO:` and the like are another library's logger, not SGLang's)
     shape=r"\[(?:\d{4}-\d\d-\d\d |\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z][A-Z_]*\d+)*\] (?![\w.]+ (?:DEBUG|INFO|WARNING|ERROR|CRITICAL):)",
-    # its SIGTERM handler: `Gracefully exiting... Remaining number of requests 0`
-    stopping=r"^Gracefully exiting\.\.\.",
+    # its SIGTERM handler: `SIGTERM received. signum=None frame=None. Draining requests and shutting
+    # down...`, then `Gracefully exiting... Remaining number of requests 0`
+    stopping=r"^SIGTERM received\. |^Gracefully exiting\.\.\.",
     stop_hints=("Gracefully",),
     metric_prefixes=("sglang:", "sglang_"),
     gauges={

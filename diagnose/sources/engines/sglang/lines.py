@@ -47,7 +47,7 @@ NOT_ENOUGH = re.compile(r"Not enough memory\. Please try to increase --mem-fract
 HEALTH_FAIL = re.compile(r"Health check failed\. Server couldn't get a response from (?P<who>\w+)")
 # The version as a container banner (NGC's SGLang image) or `python -m sglang.version` prints it.
 VERSION = re.compile(r"^SGLang [Vv]ersion:? v?(?P<v>\d+\.\d[\w.+\-]*)")
-CRASH = re.compile(r"Scheduler hit an exception|Received sigquit from a child process|TpModelWorkerClient hit an exception|Exception in run_scheduler_process|detokenizer.*hit an exception")
+CRASH = re.compile(r"Scheduler hit an exception|Received sigquit from a child process|SIGQUIT received\. .*child failed|TpModelWorkerClient hit an exception|Exception in run_scheduler_process|detokenizer.*hit an exception")
 CMDLINE = re.compile(r"sglang\.launch_server\b(?P<args>.*)$")
 NCCL_VER = re.compile(r"sglang is using nccl==(?P<v>[\d.]+)")
 MID_HEADER = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z][A-Z_]*\d+)*\] ")

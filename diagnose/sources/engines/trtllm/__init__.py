@@ -18,8 +18,9 @@ ENGINE = Engine(
     # (Triton's glog header is every glog user's — Mooncake's, NCCL plugins' —: not proof alone)
     shape=r"\[TensorRT-LLM\]\[[A-Z]+\]|\[TRT(?:-LLM)?\] (?:\[(?:MPI_Rank|RANK) \d+\] )?\[[A-Z]\]|^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ (?:libtensorrtllm|model_lifecycle|python_be|tensorrt_llm)[\w.]*:\d+\] ",
     # NVIDIA Dynamo's TensorRT-LLM workers: `[TensorRTLLMWorker:1] Received signal 15, initiating graceful shutdown`
-    stopping=r"initiating graceful shutdown",
-    stop_hints=("graceful",),
+    # and tritonserver's own: `Signal (15) received.`, `Waiting for in-flight requests to complete.`
+    stopping=r"initiating graceful shutdown|^Signal \((?:2|15)\) received\.|Waiting for in-flight requests to complete",
+    stop_hints=("graceful", "Signal (", "in-flight requests"),
     metric_prefixes=("trtllm_", "nv_trt_llm_", "nv_inference_"),
     gauges={
         "trtllm_num_requests_running": ("running", 1, "sum"), "trtllm_num_requests_waiting": ("waiting", 1, "sum"),

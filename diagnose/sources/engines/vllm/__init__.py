@@ -16,9 +16,12 @@ ENGINE = Engine(
     expects=("Avg prompt throughput", "non-default args:", "Maximum concurrency for", "GPU KV cache size",
              "API server version", "Initializing a V1 LLM engine (v", "Initializing an LLM engine (v"),
     shape=r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./<>-]+:\d+\] ",
-    # V1 from ~0.2x: `[shutdown] EngineCore: trigger received signal=SIGTERM`, then its EngineDeadError
-    stopping=r"\[shutdown\] (?:EngineCore: trigger received signal=|API server: shutdown triggered)",
-    stop_hints=("[shutdown]",),
+    # V1 from ~0.2x tags every line of its stop `[shutdown]` (`EngineCore: trigger received
+    # signal=SIGTERM`, `API server: shutdown triggered`, an offline LLM's `Executor: …` at exit),
+    # then an EngineDeadError from the output handler. (A failure before it stays a crash.)
+    # V0's multiprocessing executor on its way out: `Terminating local vLLM worker processes`.
+    stopping=r"\[shutdown\] \w|Terminating local vLLM worker processes",
+    stop_hints=("[shutdown]", "Terminating local vLLM"),
     metric_prefixes=("vllm:",),
     gauges={
         "vllm:num_requests_running": ("running", 1, "sum"), "vllm:num_requests_waiting": ("waiting", 1, "sum"),
