@@ -288,8 +288,8 @@ def doc_skipped(analyses) -> list[dict]:
 def _overview(console, parts) -> None:
     """Several deployments: one line each first (what they are, where they come from, the verdict)."""
     from rich.markup import escape
-    from .reports.common import deployment_label, differences, printable_tree
-    console.print(f"[bold]{len(parts)} deployments[/bold] (different servers, or different settings: each diagnosed on its own below)")
+    from .reports.common import deployment_label, differences, printable_tree, run_heading
+    console.print(escape(run_heading([d for d, _ in parts])))
     parts = [(printable_tree(d), t) for d, t in parts]
     first = parts[0][0]["deployment"]
     for i, (d, _) in enumerate(parts, 1):

@@ -12,6 +12,7 @@ from .findings.reconcile import reconcile
 from .findings.verdict import decide
 from .signals.derive import Signals, derive
 from .signals.sweep import sweep_json
+from .values import fmt, model_id
 from .sources import load_groups, resolve, start_scans
 
 SCHEMA_VERSION = 1
@@ -92,7 +93,63 @@ def analyze_all(paths: list[str], rule_dirs: list[str] | None = None, ignore: se
             out.append(analyze_evidence(ev, rules, ignore, overrides, targets))
     if prometheus:
         out += analyze_prometheus(prometheus, rules, ignore, overrides, targets)
+    return disaggregated(out, rules, ignore, overrides)
+
+
+def disaggregated(out: list[Analysis], rules: list[Rule], ignore=frozenset(), overrides=None) -> list[Analysis]:
+    """Prefill and decode nodes of one engine and model are one disaggregated deployment: the
+    system view first (its pools side by side, rules of scope `disaggregated`), then each node,
+    diagnosed for its role (prefill nodes first)."""
+    groups: dict[tuple, list[Analysis]] = {}
+    for a in out:
+        v = a.signals.values
+        if a.instance in (None,) and v.get("node_role") in ("prefill", "decode"):
+            groups.setdefault((v.get("engine"), model_id(str(v.get("model") or ""))), []).append(a)
+    for (engine, model), nodes in groups.items():
+        if {a.signals.values["node_role"] for a in nodes} != {"prefill", "decode"}:
+            continue
+        nodes.sort(key=lambda a: a.signals.values["node_role"] != "prefill")
+        at = out.index(nodes[0]) if nodes[0] in out else len(out)
+        for a in nodes:
+            out.remove(a)
+        counts = {r: 0 for r in ("prefill", "decode")}
+        for a in nodes:
+            role = a.signals.values["node_role"]
+            counts[role] += 1
+            a.instance = f"{role} node {counts[role]}"
+        out[min(at, len(out)):min(at, len(out))] = [analyze_system(nodes, rules, ignore, overrides)] + nodes
     return out
+
+
+def analyze_system(nodes: list[Analysis], rules: list[Rule], ignore=frozenset(), overrides=None) -> Analysis:
+    from .signals.disaggregated import pd_signals
+    sev = Evidence()
+    sev.inputs = [i for a in nodes for i in a.evidence.inputs]
+    for name in ("engine", "model"):
+        val = nodes[0].evidence.fact(name)
+        if val is not None:
+            sev.set_fact(name, val, None, None, "the nodes' " + name)
+    sig = Signals()
+    sig.values.update({"engine": nodes[0].signals.values.get("engine"), "model": nodes[0].signals.values.get("model")})
+    sig.values.update(pd_signals(nodes))
+    result = run_rules([r for r in rules if r.scope == "disaggregated"], sev, sig, ignore, overrides)
+    reconcile(result, {r.id: r for r in rules}, {}, {})
+    v = sig.values
+    said = [f"{a.instance}: {(a.result.verdict or {}).get('bottleneck')}"
+            + (f" ({len(a.result.findings)} finding(s), first `{a.result.findings[0].id}`)" if a.result.findings else "")
+            for a in nodes]
+    pools = [f"{role} pool: running {fmt(v[role + '_running_mean'])}"
+             + (f" of {fmt(v[role + '_running_cap'])} admitted" if v.get(role + "_running_cap") else "")
+             + f", waiting {fmt(v[role + '_waiting_mean'])} (means summed over its nodes)"
+             for role in ("prefill", "decode") if v.get(role + "_running_mean") is not None]
+    first = result.findings[0].id if result.findings else None
+    result.verdict = {"bottleneck": first or "disaggregated",
+                      "signals": [f"{v['prefill_nodes']} prefill + {v['decode_nodes']} decode node(s) (P:D {v['pd_ratio']})"]
+                      + pools + ([f"{v['kv_transfer_failure_count_all']} KV transfer failure line(s) across the nodes "
+                                  "(`kv-transfer-failures` on the nodes that logged them)"]
+                                 if v.get("kv_transfer_failure_count_all") else []) + said,
+                      "basis": "per-node analyses", "also": [], "nodes": [a.instance for a in nodes]}
+    return Analysis(sev, sig, result, rules, instance="disaggregated")
 
 
 def analyze_prometheus(p: dict, rules, ignore, overrides, targets) -> list[Analysis]:
@@ -166,7 +223,7 @@ def analyze_fleet(replicas: dict[str, Evidence], rules: list[Rule], ignore=froze
     from .signals.fleet import fleet_signals
     per = []
     for inst, ev in replicas.items():
-        a = analyze_evidence(ev, [r for r in rules if r.scope != "fleet"], ignore, overrides, targets)
+        a = analyze_evidence(ev, [r for r in rules if r.scope == "replica"], ignore, overrides, targets)
         a.instance = inst
         per.append(a)
     fev = Evidence()
@@ -200,6 +257,12 @@ def combined_json(analyses: list[Analysis]) -> dict:
     doc = {"schema_version": SCHEMA_VERSION, "tool": {"name": "diagnose", "version": __version__},
            "skipped": skipped, "analyses": [a.to_json() for a in analyses]}
     fleets = [d for d in doc["analyses"] if d.get("instance") == "fleet"]
+    systems = [d for d in doc["analyses"] if d.get("instance") == "disaggregated"]
+    if len(systems) == 1 and analyses[0].instance == "disaggregated":   # the system view apart; nodes in `analyses`
+        doc["disaggregated"] = doc["analyses"].pop(0)
+    elif systems:
+        doc["disaggregated_systems"] = systems
+        doc["analyses"] = [d for d in doc["analyses"] if d.get("instance") != "disaggregated"]
     if len(fleets) == 1 and analyses[0].instance == "fleet":   # the fleet view apart; `analyses`: replicas
         doc["fleet"] = doc["analyses"].pop(0)
     elif len(fleets) > 1:               # one fleet per model: `fleets`, each naming its model
@@ -217,7 +280,7 @@ def analyze_evidence(ev: Evidence, rules: list[Rule], ignore: set[str] = frozens
     if ev.bench_points:     # the recommended load depends on the targets: after them
         from .signals.sweep import sweep_signals
         sweep_signals(ev, sig)
-    result = run_rules([r for r in rules if r.scope != "fleet"], ev, sig, ignore, overrides)
+    result = run_rules([r for r in rules if r.scope == "replica"], ev, sig, ignore, overrides)
     facts = {k: f.value for k, f in ev.facts.items()}
     reconcile(result, {r.id: r for r in rules}, ev.settings, facts)
     result.verdict = decide(sig.values, result.findings)

@@ -40,7 +40,7 @@ def test_every_rule_carries_its_docs_and_lives_in_a_domain_folder():
         missing = [s for s in DOC_SECTIONS if not r.docs.get(s)]
         assert not missing, f"{r.id}: docs sections missing: {missing}"
         assert r.path.name == f"{r.id}.toml"
-        assert r.domain in {"config", "runtime", "failures", "hygiene", "fleet", "sweeps"}
+        assert r.domain in {"config", "runtime", "failures", "hygiene", "fleet", "sweeps", "disaggregated"}
         assert r.fixes, f"{r.id}: no fix"
 
 
@@ -129,7 +129,7 @@ def test_a_misspelt_key_is_refused_with_the_nearest_key(tmp_path):
 def test_a_misspelt_scope_is_refused_with_the_nearest_scope(tmp_path):
     mine, path, lineno = _user_rule(tmp_path, '\nscope = "fleet"', '\nscope = "fleets"', base="fleet/replica-down.toml")
     p = run_cli("--rules", mine, FIXTURES / "seed003" / "realtime.log")
-    _refused(p, path, lineno + 1, "scope must be one of replica, fleet (did you mean `fleet`?)")
+    _refused(p, path, lineno + 1, "scope must be one of replica, fleet, disaggregated (did you mean `fleet`?)")
 
 
 @pytest.mark.parametrize("scope", ["fleet", "replica"])

@@ -22,7 +22,7 @@ FACT_NAMES = (
 # Further facts rules use; reported under `deployment` too when known.
 EXTRA_FACTS = (
     "v1_engine", "cuda_graph_max_size", "weights_gib_per_gpu", "kv_cache_memory_gib",
-    "gpu_memory_gib", "block_size", "num_gpu_blocks", "speculative", "nodes", "max_num_seqs_per_engine", "node_role", "kv_cache_memory_pinned",
+    "gpu_memory_gib", "block_size", "num_gpu_blocks", "speculative", "nodes", "max_num_seqs_per_engine", "node_role", "kv_connector", "kv_cache_memory_pinned",
     "distributed_executor_backend", "startup_seconds", "load_seconds", "compile_seconds",
     "capture_seconds",
 )

@@ -78,9 +78,31 @@ def render(pairs, engine: str) -> str:
                 parts.append("--no-" + flag[2:])
         elif isinstance(v, (dict, list)):
             parts.append(f"{flag} {shlex.quote(json.dumps(v))}")
+        elif isinstance(v, str) and (cfg := _config_repr(v)) is not None:
+            parts.append(f"{flag} {shlex.quote(json.dumps(cfg))}")
         else:
             parts.append(f"{flag} {shlex.quote(str(v))}")
     return " \\\n  ".join(parts) if len(parts) > 3 else " ".join(parts)
+
+
+# Fields a config object's repr carries that are per process, not settings (a fresh one each start).
+_PER_PROCESS = frozenset({"engine_id"})
+
+
+def _config_repr(text: str) -> dict | None:
+    """vLLM logs config flags as their Python repr (`KVTransferConfig(kv_connector='Nixl…', kv_role=
+    'kv_both', …)`), which the flag does not accept: the JSON it does, with unset fields left out."""
+    if not (text.endswith(")") and "Config(" in text[:60]):
+        return None
+    import ast
+    try:
+        node = ast.parse(text, mode="eval").body
+        if not isinstance(node, ast.Call) or node.args:
+            return None
+        out = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg}
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+        return None
+    return {k: v for k, v in out.items() if v is not None and k not in _PER_PROCESS}
 
 
 def render_yaml(keys: dict) -> str:

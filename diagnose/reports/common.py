@@ -303,7 +303,13 @@ def deployment_label(data: dict) -> str:
     """`vllm · Qwen/Qwen3-8B · a.log lines 1–520 (2 launches)`: a deployment in one line, for
     headings and overviews."""
     dep = data.get("deployment") or {}
+    if data.get("instance") == "disaggregated":     # the system view: what it is made of, not where
+        nodes = (data.get("verdict") or {}).get("nodes") or []
+        bits = [f"disaggregated deployment of {len(nodes)} nodes ({', '.join(nodes)})", dep.get("engine") or "unknown engine"]
+        return " · ".join(bits + ([model_id(dep["model"])] if dep.get("model") else []))
     bits = [dep.get("engine") or "unknown engine"]
+    if dep.get("node_role") in ("prefill", "decode"):
+        bits.append(f"{dep['node_role']} node")
     if dep.get("model"):
         bits.append(model_id(dep["model"]))
     parts = data.get("launches") or []
@@ -324,3 +330,14 @@ def stop_mark(data: dict) -> str | None:
     if not st:
         return None
     return "stopped " + (f"{st['at']} " if st.get("at") else "") + f"(line {st['line']})"
+
+
+def run_heading(parts: list[dict]) -> str:
+    """What several analyses are: one disaggregated deployment's system and nodes, or several deployments."""
+    systems = [d for d in parts if d.get("instance") == "disaggregated"]
+    if len(systems) == 1 and len(parts) == 1 + len((systems[0].get("verdict") or {}).get("nodes") or []):
+        nodes = systems[0]["verdict"]["nodes"]
+        roles = [n.split(" node")[0] for n in nodes]
+        return (f"1 disaggregated deployment: {roles.count('prefill')} prefill + {roles.count('decode')} decode node(s)"
+                " — the system first (its pools side by side), then each node, diagnosed for its role")
+    return f"{len(parts)} deployments (different servers, or different settings: each diagnosed on its own below)"

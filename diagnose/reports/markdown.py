@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .common import (TIMELINE, stop_mark, coverage_detail, deployment_label, differences, evidence_line, fix_lines,
+from .common import (TIMELINE, stop_mark, run_heading, coverage_detail, deployment_label, differences, evidence_line, fix_lines,
                      input_warnings, launches_text, nothing_read_hint, printable, skipped_lines, sparkline,
                      summary_rows, window_rows)
 
@@ -145,9 +145,13 @@ def render_run_head(parts: list[dict], skipped: list[dict]) -> str:
     out = []
     if len(parts) > 1:
         first = parts[0]["deployment"]
-        out += [f"# diagnose: {len(parts)} deployments", "",
-                "Different servers, or one server with different settings: each is diagnosed on its own below.", "",
-                "| # | deployment | verdict | findings | differs from 1 in |", "|---|---|---|---|---|"]
+        heading = run_heading(parts)
+        if heading.startswith(f"{len(parts)} deployments"):
+            out += [f"# diagnose: {len(parts)} deployments", "",
+                    "Different servers, or one server with different settings: each is diagnosed on its own below.", ""]
+        else:                   # one disaggregated deployment: the system, then its nodes
+            out += [f"# diagnose: {_cell(heading.split(' — ')[0])}", "", _cell(heading), ""]
+        out += ["| # | deployment | verdict | findings | differs from 1 in |", "|---|---|---|---|---|"]
         for i, d in enumerate(parts, 1):
             f = d["findings"]
             out.append(f"| {i} | {_cell(deployment_label(d))} | `{(d['verdict'] or {}).get('bottleneck')}` | "

@@ -17,7 +17,8 @@ def rule_table(rules) -> str:
 
 def rule_doc(r) -> str:
     out = [f"# {r.id}", "", f"{r.docs.get('summary', '')}".strip(), "",
-           f"Severity: {r.severity} · Engines: {', '.join(r.engines)} · Domain: {r.domain}",
+           f"Severity: {r.severity} · Engines: {', '.join(r.engines)} · Domain: {r.domain}"
+           + (f" · Disaggregated nodes: {', '.join(x for x in r.roles if x != 'both')} only" if len(r.roles) < 3 else ""),
            f"Needs: {', '.join(r.requires) or '(nothing beyond the log)'}",
            f"Condition: {r.condition_text}"]
     if r.params:

@@ -23,7 +23,10 @@ CONFIDENCES = ("high", "medium", "low")
 ENGINES = NAMES       # the engine registry: sources/engines/
 # What a rule looks at: one deployment (a log, a scrape, one replica of a fleet), or the fleet's
 # replicas side by side (fleet signals only).
-SCOPES = ("replica", "fleet")
+SCOPES = ("replica", "fleet", "disaggregated")
+# A disaggregated node's half of the work (the `node_role` fact); a rule's `roles` says which
+# nodes its advice is for (absent: every node). A node of no known role (not disaggregated) is "both".
+ROLES = ("prefill", "decode", "both")
 # Ids that no longer produce findings but stay valid for --ignore and configs (ids are public API).
 RETIRED_IDS = {"warmup-in-window": "start-up exclusion is stated on the verdict's steady-window line"}
 DOC_SECTIONS = ("what", "why", "evidence", "fix", "fix_risk", "false_positives", "references")
@@ -34,7 +37,7 @@ ID_RX = re.compile(r"^[a-z][a-z0-9-]*$")
 
 # Every key a rule file may hold, at the top and inside its tables: a misspelt one is an error
 # at load time, not a rule that silently never fires.
-TOP_KEYS = ("id", "title", "fix_title", "severity", "confidence", "engines", "scope", "requires", "params", "condition",
+TOP_KEYS = ("id", "title", "fix_title", "severity", "confidence", "engines", "roles", "scope", "requires", "params", "condition",
             "severity_if", "confidence_if", "evidence", "impact", "impact_score", "fix_risk", "defers_to",
             "folds_into", "fix", "docs", "cases")
 SUB_KEYS = {"docs": ("summary",) + DOC_SECTIONS, "fix": ("set", "remove", "note"), "cases": ("input", "expect", "set", "remove"),
@@ -86,6 +89,7 @@ class Rule:
     templates: dict = field(default_factory=dict)      # template text → compiled parts
     params: dict = field(default_factory=dict)         # named thresholds; a config file may override them
     scope: str = "replica"                             # SCOPES
+    roles: tuple = ROLES                               # the disaggregated nodes its advice is for
 
 
 def builtin_rules_dir() -> Path:
@@ -225,11 +229,14 @@ def load_rule(path: Path, domain: str = "user") -> Rule:
     engines = tuple(d.get("engines", ENGINES))
     if any(e not in ENGINES for e in engines):
         raise RuleError(f"{path}:{_line_of(raw, 'engines')}: engines must be among {', '.join(ENGINES)}")
+    roles = tuple(d.get("roles", ROLES))
+    if not roles or any(r not in ROLES for r in roles):
+        raise RuleError(f"{path}:{_line_of(raw, 'roles')}: roles must be among {', '.join(ROLES)}")
     scope = d.get("scope", "replica")
     if scope not in SCOPES:
         raise RuleError(f"{path}:{_line_of(raw, 'scope')}: scope must be one of {', '.join(SCOPES)}{_nearest(str(scope), SCOPES)}")
     rule = Rule(
-        id=rid, scope=scope, path=path, domain=domain, title=need("title"), fix_title=need("fix_title"),
+        id=rid, scope=scope, roles=roles, path=path, domain=domain, title=need("title"), fix_title=need("fix_title"),
         severity=sev, confidence=conf, engines=engines, requires=tuple(d.get("requires", ())),
         condition=expr(need("condition"), "condition"), condition_text=d["condition"],
         evidence=tuple(d.get("evidence", ())), impact=d.get("impact", ""),

@@ -27,6 +27,11 @@ def run_rules(rules: list[Rule], ev: Evidence, sig: Signals, ignore: set[str] = 
         if engine not in rule.engines:
             na.append({"id": rule.id, "reason": f"does not apply to {engine}"})
             continue
+        role = sig.values.get("node_role")
+        if role in ("prefill", "decode") and role not in rule.roles:
+            na.append({"id": rule.id, "reason": f"advice for {' and '.join(r for r in rule.roles if r != 'both')} "
+                                                f"nodes; this is a {role} node (disaggregated serving)"})
+            continue
         missing = [r for r in rule.requires if sig.values.get(r) is None]
         if missing:
             na.append({"id": rule.id, "reason": "missing input: " + ", ".join(missing)})

@@ -374,8 +374,10 @@ def _events(ev: Evidence, v: dict) -> None:
     c = ev.event_counts
     for k in ("oom", "engine_dead", "nccl_error", "kv_capacity_error", "kv_no_memory", "kv_pool_exhausted", "preemption",
               "eager_mode", "allreduce_pcie", "allreduce_no_p2p", "traceback", "uncaught_exception",
-              "stop_requested", "failure_after_stop"):
+              "stop_requested", "failure_after_stop", "kv_transfer_failure"):
         v[f"{k}_count"] = c.get(k, 0)
+    failed = [e.data["requests"] for e in ev.events.get("kv_transfer_failure", ()) if e.data.get("requests")]
+    v["kv_transfer_requests_failed"] = sum(failed) if failed else None
     first = ev.first_event("uncaught_exception")
     v["uncaught_exception_type"] = first.data.get("exception") if first else None
     _stop(ev, v)

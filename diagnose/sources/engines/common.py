@@ -75,6 +75,27 @@ GPU_NAMED = re.compile(r"^GPU \d+: (?P<a>NVIDIA [^(]+?) \(UUID: GPU-|^\|\s+\d+\s
 # `comm 0x… rank 1 nRanks 8 nNodes 1 localRanks 8 …`: the communicator's size and the nodes it spans.
 NCCL_COMM = re.compile(r"\bnRanks (\d+) nNodes (\d+)\b")
 REQUEST_LINE = re.compile(REQUEST_SHAPE)
+# A disaggregated node's half of the work, in every engine's words: `--disaggregation-mode decode`
+# (SGLang, Dynamo's workers), `disaggregation_mode=<DisaggregationMode.DECODE: 'decode'>` (Dynamo's
+# config dump), vLLM's `kv_role='kv_producer'` / `"kv_role": "kv_consumer"` (a P2P/TPU connector's
+# prefill and decode sides; `kv_both`, NIXL's, says nothing of the role), `--is-prefill-worker`.
+NODE_ROLE = re.compile(r"disaggregation[_-]mode['\"]?(?:[ =:]+|=<DisaggregationMode\.)['\"]?(?P<mode>prefill|decode|PREFILL|DECODE)\b"
+                       r"|kv_role['\"]?\s*[:=]\s*['\"]kv_(?P<kv>producer|consumer)['\"]|(?P<pw>--is-prefill-worker\b)")
+# How the KV cache travels between them: vLLM's `kv_connector='NixlConnector'`, SGLang's
+# `disaggregation_transfer_backend='mooncake'`.
+KV_CONNECTOR = re.compile(r"kv_connector['\"]?\s*[:=]\s*['\"](?P<c>\w+)|disaggregation[_-]transfer[_-]backend['\"]?[ =:]+['\"]?(?P<b>\w+)")
+# A KV transfer between a prefill and a decode node that failed, timed out or was given up on, in
+# each connector's words: vLLM's scheduler (`Failing 1 request(s) due to KV load failure`), its TPU
+# connector (`KV transfer timeout`, `KV pull failed`), NIXL's producer (`Releasing expired KV
+# blocks`: nobody pulled them in time), SGLang (`KVTransferError`, `Failed to get kvcache from
+# prefill`, Mooncake's `Transfer Return Error`), TensorRT-LLM's `Error in kv cache transfer`.
+KV_XFER_FAIL = re.compile(
+    r"KV transfer timeout|KV pull failed|due to KV load failure|KVTransferError|Failed to get kvcache|"
+    r"(?:Prefill|Decode|KV) transfer failed|Transfer Return Error|Failed to complete transfers?|"
+    r"NIXL\w* (?:transfer|xfer)\w* (?:failed|error)|Releasing expired KV blocks|"
+    r"KV ?cache (?:transfer|transmission) (?:failed|timed out|error)|Error in kv ?cache transfer")
+KV_XFER_HINTS = ("ransfer", "KV pull", "KV load", "kvcache", "expired KV", "ransmission")
+KV_FAILED_REQS = re.compile(r"Failing (?P<n>\d+) request\(s\) due to KV load failure")
 MAX_PREFIXES = 100_000
 PROBE_PATHS = ("/metrics", "/health", "/ping", "/v1/models", "/version", "/load")
 
@@ -92,6 +113,19 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
         _exception_line(msg, line, ev, life, when)     # not consumed: OOM and KV wordings below read it too
     if line.ip:
         ev.ray_ips.add(line.ip)
+    if "isaggregation" in msg or "kv_role" in msg or "prefill-worker" in msg or "kv_connector" in msg:
+        m = NODE_ROLE.search(msg) if "node_role" not in ev.facts else None
+        if m:
+            role = (m.group("mode") or "").lower() or {"producer": "prefill", "consumer": "decode"}.get(m.group("kv") or "", "prefill")
+            ev.set_fact("node_role", role, src, n, line.raw[:300])
+        m = KV_CONNECTOR.search(msg) if "kv_connector" not in ev.facts else None
+        if m:
+            ev.set_fact("kv_connector", m.group("c") or m.group("b"), src, n, line.raw[:300])
+    if any(h in msg for h in KV_XFER_HINTS) and KV_XFER_FAIL.search(msg):
+        m = KV_FAILED_REQS.search(msg)
+        ev.add_event("kv_transfer_failure", src, n, lambda: redact(line.raw), when,
+                     requests=int(m.group("n")) if m else None)
+        return True
     # uvicorn access (after residue a progress bar left on the line, as the bulk paths read it)
     # A request line whose prompt quotes an access line stays a request line.
     if not msg.startswith("INFO:") and "INFO:  " in msg and not REQUEST_LINE.search(line.raw) and ACCESS.match(msg[msg.find("INFO:  "):]):

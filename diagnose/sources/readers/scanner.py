@@ -38,6 +38,10 @@ SHARED_KEYWORDS = [
     "DCP metrics", "metric not enabled",
     # a scheduler's or a wrapper's end of the job
     "CANCELLED", "exit code", "exit status", "xited with", "Return code", "exit_code", "exit_status", "returncode",
+    # a KV transfer between disaggregated prefill and decode nodes that failed or timed out
+    "transfer timeout", "KV pull failed", "KV load failure", "KVTransferError", "Failed to get kvcache", "transfer failed",
+    "Transfer Return Error", "Failed to complete transfer", "expired KV blocks", "kv cache transfer", "kv_connector",
+    "kv_role", "isaggregation",
 ]
 # ... and each line format's (formats/): the lines that open a `dmon` capture, a scrape, a result block.
 GREP_KEYWORDS = list(dict.fromkeys(SHARED_KEYWORDS + [k for e in ENGINES.values() for k in (*e.keywords, *e.stop_hints)]
