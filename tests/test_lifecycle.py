@@ -108,7 +108,7 @@ FINALISER = [
 ]
 
 
-@pytest.mark.parametrize("status,crash", [("exit_code=0", False), ("exit code 143", False), ("exit_code=1", True),
+@pytest.mark.parametrize("status,crash", [("exit_code=0", False), ("exit code 143", False), ("Exit code: -15", False), ("exit_code=1", True),
                                           ("Exited with status 2", True)])
 def test_a_wrapper_exit_status_decides_what_the_stops_errors_were(tmp_path, status, crash):
     """The stop's lines of a real vLLM 0.2x log (up to `exiting busy loop`), a finaliser's

@@ -160,9 +160,13 @@ def test_rules_signals_lists_every_name_the_rules_use_with_unit_and_source():
     listed = {line.split()[0]: line for line in out.splitlines() if line.strip()}
     used = set()
     for r in load_rules():
-        trees = [r.condition, *r.templates.values(), *(t for t, _ in r.severity_if), *(t for t, _ in r.confidence_if)]
+        trees = [r.condition, *(t for _, t, _ in r.lets), *r.templates.values(), *(t for t, _ in r.severity_if),
+                 *(t for t, _ in r.confidence_if)]
         used |= {n.id for t in trees for n in ast.walk(t) if isinstance(n, ast.Name)} | set(r.requires)
-        used -= set(r.params)
+        used -= set(r.params) | {name for name, _, _ in r.lets}     # a rule's own names are no signals
+        if r.sustained is not None:
+            from diagnose.ruleset.sustained import NAMES
+            used -= set(NAMES)
     from diagnose.ruleset.expr import FUNCS, SPECIAL
     used -= set(FUNCS) | set(SPECIAL)
     assert used <= set(listed), sorted(used - set(listed))
@@ -181,3 +185,95 @@ def test_every_signal_the_signals_layer_gives_is_catalogued():
     names = {n for n in collect(skip=("real", "samples")) if re.fullmatch(r"[a-z_][a-z0-9_]*", n)}
     missing = sorted(names - set(signal_catalogue()))
     assert not missing, f"not in diagnose/data/signals.toml (run scripts/signal-catalogue): {missing}"
+
+
+def test_named_parts_all_and_any_say_what_one_long_condition_said(tmp_path):
+    """`[let]` names a sub-expression, `all`/`any` list the parts: the shipped client-bound rule
+    and the same rule as one inline string (every name written out) fire on the same log and stay
+    quiet on the same log."""
+    import json
+    from conftest import ROOT
+    from diagnose.pipeline import analyze
+    from diagnose.ruleset.rules import load_rule
+    rule = load_rule(ROOT / "rules" / "runtime" / "client-bound.toml", "runtime")
+    assert [name for name, _, _ in rule.lets][:2] == ["waits_rarely", "prefill_busy"]
+    cond = rule.condition_text
+    for name, _, text in rule.lets:
+        cond = cond.replace(f"(not {name})", f"(not ({text}))").replace(f"({name})", f"({text})")
+    assert not any(re.search(rf"\b{name}\b", cond) for name, _, _ in rule.lets), cond
+    params = ", ".join(f"{k} = {v}" for k, v in rule.params.items())
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "client-bound-inline.toml").write_text(
+        'id = "client-bound-inline"\ntitle = "t"\nfix_title = "f"\nseverity = "low"\n'
+        f"requires = {json.dumps(list(rule.requires))}\nparams = {{ {params} }}\ncondition = {json.dumps(cond)}\n",
+        encoding="utf-8")
+    for log, fires in (("fires.log", True), ("quiet.log", False)):
+        ids = [f.id for f in analyze([str(FIXTURES / "rules" / "client-bound" / log)], rule_dirs=[str(mine)]).result.findings]
+        assert ("client-bound" in ids) is fires and ("client-bound-inline" in ids) is fires, (log, ids)
+
+
+def test_a_let_that_hides_a_signal_or_names_an_unknown_one_is_refused(tmp_path):
+    mine, path, lineno = _user_rule(tmp_path, "\nheld_at_cap = ", "\nrunning_mean = ", base="runtime/client-bound.toml")
+    p = run_cli("--rules", mine, FIXTURES / "seed003" / "realtime.log")
+    _refused(p, path, lineno + 1, "`let.running_mean` would hide the signal of that name")
+    mine, path, lineno = _user_rule(tmp_path / "x" if (tmp_path / "x").mkdir() is None else tmp_path,
+                                    'on_cpu = "known(cpu_backend) and cpu_backend"', 'on_cpu = "known(cpu_backnd) and cpu_backend"',
+                                    base="runtime/client-bound.toml")
+    p = run_cli("--rules", mine, FIXTURES / "seed003" / "realtime.log")
+    _refused(p, path, lineno, "unknown signal `cpu_backnd` (did you mean `cpu_backend`?)")
+
+
+def test_an_unknown_named_part_is_reported_by_the_signals_it_reads():
+    """Not applicable because a `let` is unknown: the reason names the signals underneath."""
+    from diagnose.pipeline import analyze
+    a = analyze([str(FIXTURES / "rules" / "prefill-bound" / "quiet.log")])
+    reasons = {x["id"]: x["reason"] for x in a.result.not_applicable}
+    if "prefill-bound" in reasons:
+        assert "judged" not in reasons["prefill-bound"] and "prefill_heavy" not in reasons["prefill-bound"]
+
+
+def test_a_sustained_condition_is_judged_sample_by_sample(tmp_path):
+    """`[sustained]`: `when` on each stats sample of the steady window, `for` samples in a row:
+    a minute of a full cache with a queue, inside an hour whose means dilute it, fires with when,
+    how long and the peak; the same with two full samples (arrival jitter) does not."""
+    from diagnose.pipeline import analyze
+    a = analyze([str(FIXTURES / "rules" / "kv-cache-pressure" / "fires-episode.log")])
+    f = next(x for x in a.result.findings if x.id == "kv-cache-pressure")
+    assert "(full with requests waiting 11:56:57–11:57:47, 6 samples, peak 14 waiting)" in f.title
+    assert (a.signals.values["waiting_mean"] or 0) < 1            # the window's mean hides it
+    quiet = analyze([str(FIXTURES / "rules" / "kv-cache-pressure" / "quiet-jitter.log")])
+    assert "kv-cache-pressure" not in [x.id for x in quiet.result.findings]
+    # a user rule: the same log, a share of the window and a duration
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for rid, spec, fires in (("full-a-minute", 'for = "50s"', True), ("full-two-minutes", 'for = "2m"', False),
+                             ("full-often", "share = 0.5", False), ("full-sometimes", "share = 0.05", True)):
+        (mine / f"{rid}.toml").write_text(
+            f'id = "{rid}"\ntitle = "full {{sustained_samples}} samples from {{sustained_from}}, peak {{sustained_peak}}"\n'
+            'fix_title = "f"\nseverity = "low"\ncondition = "sustained"\n\n'
+            f'[sustained]\nwhen = "kv_usage >= 95 and waiting >= 1"\n{spec}\npeak = "waiting"\n', encoding="utf-8")
+    got = {x.id: x.title for x in analyze([str(FIXTURES / "rules" / "kv-cache-pressure" / "fires-episode.log")],
+                                          rule_dirs=[str(mine)]).result.findings}
+    assert "full-a-minute" in got and "full-sometimes" in got, got
+    assert "full-two-minutes" not in got and "full-often" not in got, got
+    assert got["full-a-minute"] == "full 6 samples from 11:56:57, peak 14"
+
+
+@pytest.mark.parametrize("table,want", [
+    ('when = "kv_usage >= 95"', "`sustained` needs `for` (samples or a duration) or `share`"),
+    ('when = "kv_usage >= 95"\nfor = "3 minutes"', "`for` is a number of samples (>= 1) or a duration"),
+    ('when = "kv_usage >= 95"\nshare = 2', "`share` is a fraction of the window's samples"),
+    ('when = "kv_usag >= 95"\nfor = 3', "unknown sample column or signal `kv_usag` (did you mean `kv_usage`?)"),
+    ('when = "kv_usage >= 95"\nfor = 3\npeak = "waitng"', "`peak` names a sample column (did you mean `waiting`?)"),
+])
+def test_a_broken_sustained_table_is_refused_with_its_line(tmp_path, table, want):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    path = mine / "r.toml"
+    path.write_text('id = "r"\ntitle = "t"\nfix_title = "f"\nseverity = "low"\ncondition = "sustained"\n\n[sustained]\n'
+                    + table + "\n", encoding="utf-8")
+    p = run_cli("--rules", mine, FIXTURES / "seed003" / "realtime.log")
+    err = p.stderr.decode()
+    assert p.returncode == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert str(path) in err and want in err, err

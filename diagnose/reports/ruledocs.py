@@ -20,7 +20,12 @@ def rule_doc(r) -> str:
            f"Severity: {r.severity} · Engines: {', '.join(r.engines)} · Domain: {r.domain}"
            + (f" · Disaggregated nodes: {', '.join(x for x in r.roles if x != 'both')} only" if len(r.roles) < 3 else ""),
            f"Needs: {', '.join(r.requires) or '(nothing beyond the log)'}",
-           f"Condition: {r.condition_text}"]
+           f"Condition: {r.condition_text}"] + [f"  where {name} = {text}" for name, _, text in r.lets] + (
+        [f"  where sustained = `{r.sustained['text']}` on each stats sample, "
+         + " and ".join(x for x in (f"{r.sustained['for_samples']} samples in a row" if r.sustained["for_samples"] else "",
+                                    f"{r.sustained['for_seconds']:g} s in a row" if r.sustained["for_seconds"] else "",
+                                    f"in {r.sustained['share']:.0%} of the window" if r.sustained["share"] else "") if x)]
+        if r.sustained else [])
     if r.params:
         out.append("Thresholds (override in .diagnose.toml under [rules." + r.id + "] params): "
                    + ", ".join(f"{k} = {v}" for k, v in r.params.items()))

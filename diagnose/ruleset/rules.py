@@ -37,10 +37,11 @@ ID_RX = re.compile(r"^[a-z][a-z0-9-]*$")
 
 # Every key a rule file may hold, at the top and inside its tables: a misspelt one is an error
 # at load time, not a rule that silently never fires.
-TOP_KEYS = ("id", "title", "fix_title", "severity", "confidence", "engines", "roles", "scope", "requires", "params", "condition",
+TOP_KEYS = ("id", "title", "fix_title", "severity", "confidence", "engines", "roles", "scope", "requires", "params", "let",
+            "condition", "all", "any", "sustained",
             "severity_if", "confidence_if", "evidence", "impact", "impact_score", "fix_risk", "defers_to",
             "folds_into", "fix", "docs", "cases")
-SUB_KEYS = {"docs": ("summary",) + DOC_SECTIONS, "fix": ("set", "remove", "note"), "cases": ("input", "expect", "set", "remove"),
+SUB_KEYS = {"sustained": ("when", "for", "share", "peak"), "docs": ("summary",) + DOC_SECTIONS, "fix": ("set", "remove", "note"), "cases": ("input", "expect", "set", "remove"),
             "severity_if": ("when", "severity"), "confidence_if": ("when", "confidence")}
 # What an expression may name besides signals and the rule's params.
 EXPR_BUILTINS = frozenset({"known", "known_or", "True", "False", "None"})
@@ -73,8 +74,10 @@ class Rule:
     confidence: str
     engines: tuple
     requires: tuple
-    condition: object                 # compiled expression
+    condition: object                 # compiled expression (`condition`, `all` and `any` joined)
     condition_text: str
+    lets: list = field(default_factory=list)           # [(name, compiled, text)]: named sub-expressions, in order
+    sustained: dict | None = None                      # {"when", "for_samples", "for_seconds", "share", "peak", "text"}
     evidence: tuple = ()
     impact: str = ""
     impact_score: object = None
@@ -235,10 +238,12 @@ def load_rule(path: Path, domain: str = "user") -> Rule:
     scope = d.get("scope", "replica")
     if scope not in SCOPES:
         raise RuleError(f"{path}:{_line_of(raw, 'scope')}: scope must be one of {', '.join(SCOPES)}{_nearest(str(scope), SCOPES)}")
+    cond_text = _condition_text(d, path, raw)
     rule = Rule(
         id=rid, scope=scope, roles=roles, path=path, domain=domain, title=need("title"), fix_title=need("fix_title"),
         severity=sev, confidence=conf, engines=engines, requires=tuple(d.get("requires", ())),
-        condition=expr(need("condition"), "condition"), condition_text=d["condition"],
+        condition=expr(cond_text, "condition" if "condition" in d else ("all" if "all" in d else "any")),
+        condition_text=cond_text,
         evidence=tuple(d.get("evidence", ())), impact=d.get("impact", ""),
         impact_score=expr(d["impact_score"], "impact_score") if "impact_score" in d else None,
         fix_risk=d.get("fix_risk", ""), defers_to=tuple(d.get("defers_to", ())),
@@ -248,6 +253,17 @@ def load_rule(path: Path, domain: str = "user") -> Rule:
     for k, v in rule.params.items():
         if not k.isidentifier() or not isinstance(v, (int, float)) or isinstance(v, bool):
             raise RuleError(f"{path}:{_line_of(raw, k)}: param `{k}` must be a number")
+    lets = d.get("let", {})
+    if not isinstance(lets, dict):
+        raise RuleError(f"{path}:{_line_of(raw, 'let')}: `let` must be a table of name = \"expression\"")
+    for name, text in lets.items():
+        if not name.isidentifier() or not isinstance(text, str):
+            raise RuleError(f"{path}:{_line_of(raw, name)}: `let.{name}` must name an expression in a string")
+        if name in rule.params:
+            raise RuleError(f"{path}:{_line_of(raw, name)}: `let.{name}` is also a param")
+        rule.lets.append((name, compile_expr(text, f"{path}:{_line_of(raw, name)}"), text))
+    if "sustained" in d:
+        rule.sustained = _sustained(d["sustained"], path, raw, expr)
     for item in d.get("severity_if", []):
         if item.get("severity") not in SEVERITIES:
             raise RuleError(f"{path}:{_line_of(raw, 'severity_if')}: severity_if needs a valid `severity`")
@@ -280,7 +296,21 @@ def _check_names(rule: Rule, raw: str) -> None:
     import ast
     from .expr import FUNCS
     known = signal_catalogue()
-    trees = [rule.condition, *rule.templates.values(), *(t for t, _ in rule.severity_if), *(t for t, _ in rule.confidence_if)]
+    for name, _, _ in rule.lets:
+        if name in known:
+            raise RuleError(f"{rule.path}:{_line_of(raw, name)}: `let.{name}` would hide the signal of that name")
+    known = {**known, **{name: None for name, _, _ in rule.lets}}
+    if rule.sustained is not None:
+        from .sustained import COLUMNS, NAMES
+        known = {**known, **dict.fromkeys(NAMES)}
+        per_sample = {**known, **dict.fromkeys(COLUMNS)}
+        for n in ast.walk(rule.sustained["when"]):
+            if isinstance(n, ast.Name) and n.id not in per_sample and n.id not in rule.params and n.id not in FUNCS \
+                    and n.id not in EXPR_BUILTINS:
+                raise RuleError(f"{rule.path}:{_line_of(raw, 'when')}: unknown sample column or signal `{n.id}`"
+                                f"{_nearest(n.id, list(COLUMNS) + list(known))}")
+    trees = [rule.condition, *(t for _, t, _ in rule.lets), *rule.templates.values(), *(t for t, _ in rule.severity_if),
+             *(t for t, _ in rule.confidence_if)]
     if rule.impact_score is not None:
         trees.append(rule.impact_score)
     used = [n.id for t in trees for n in ast.walk(t) if isinstance(n, ast.Name)] + list(rule.requires)
@@ -290,6 +320,47 @@ def _check_names(rule: Rule, raw: str) -> None:
         line = _line_of_text(raw, name)
         raise RuleError(f"{rule.path}:{line}: unknown signal `{name}`{_nearest(name, list(known) + list(rule.params))}"
                         " (`diagnose rules --signals` lists them)")
+
+
+def _sustained(t, path: Path, raw: str, expr) -> dict:
+    from .sustained import COLUMNS, parse_for
+    if not isinstance(t, dict) or not isinstance(t.get("when"), str):
+        raise RuleError(f"{path}:{_line_of(raw, 'sustained')}: `sustained` needs `when`, an expression per stats sample")
+    if "for" not in t and "share" not in t:
+        raise RuleError(f"{path}:{_line_of(raw, 'when')}: `sustained` needs `for` (samples or a duration) or `share`")
+    spec = {"when": expr(t["when"], "when"), "text": t["when"], "for_samples": None, "for_seconds": None,
+            "share": None, "peak": t.get("peak")}
+    if "for" in t:
+        try:
+            spec["for_samples"], spec["for_seconds"] = parse_for(t["for"])
+        except ValueError as e:
+            raise RuleError(f"{path}:{_line_of(raw, 'for')}: {e}") from None
+    if "share" in t:
+        if not isinstance(t["share"], (int, float)) or isinstance(t["share"], bool) or not 0 < t["share"] <= 1:
+            raise RuleError(f"{path}:{_line_of(raw, 'share')}: `share` is a fraction of the window's samples, 0 < share <= 1")
+        spec["share"] = float(t["share"])
+    if spec["peak"] is not None and spec["peak"] not in COLUMNS:
+        raise RuleError(f"{path}:{_line_of(raw, 'peak')}: `peak` names a sample column{_nearest(str(spec['peak']), COLUMNS)}")
+    return spec
+
+
+def _condition_text(d: dict, path: Path, raw: str) -> str:
+    """`condition`, `all = [...]` (every one holds) and `any = [...]` (at least one): one expression,
+    each part in parentheses, so unknowns propagate exactly as when written inline."""
+    parts = []
+    if "condition" in d:
+        if not isinstance(d["condition"], str):
+            raise RuleError(f"{path}:{_line_of(raw, 'condition')}: `condition` must be str")
+        parts.append(d["condition"])
+    for key, op in (("all", " and "), ("any", " or ")):
+        if key in d:
+            xs = d[key]
+            if not isinstance(xs, list) or not xs or not all(isinstance(x, str) for x in xs):
+                raise RuleError(f"{path}:{_line_of(raw, key)}: `{key}` must be a list of expressions in strings")
+            parts.append(op.join(f"({x})" for x in xs) if len(xs) > 1 else xs[0])
+    if not parts:
+        raise RuleError(f"{path}:1: missing required key `condition` (or `all` / `any`)")
+    return parts[0] if len(parts) == 1 else " and ".join(f"({x})" for x in parts)
 
 
 def _line_of_text(raw: str, snippet: str) -> int:

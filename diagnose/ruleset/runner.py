@@ -39,6 +39,12 @@ def run_rules(rules: list[Rule], ev: Evidence, sig: Signals, ignore: set[str] = 
         ov = overrides.get(rule.id, {})
         names = {**sig.values, **rule.params, **{k: v for k, v in (ov.get("params") or {}).items() if k in rule.params}}
         try:
+            if rule.sustained is not None:         # per stats sample: how long, how often, the peak
+                from .sustained import evaluate_sustained
+                names.update(evaluate_sustained(rule.sustained, names, sig.samples))
+            for name, tree, _ in rule.lets:        # named sub-expressions, in order: a later one may use an earlier
+                x = evaluate(tree, names)
+                names[name] = None if is_unknown(x) else x
             hit = evaluate(rule.condition, names)
             if is_unknown(hit):
                 na.append({"id": rule.id, "reason": _unknown_reason(rule, names)})
@@ -95,8 +101,17 @@ def _unknown_reason(rule: Rule, names: dict) -> str:
     """Which of the condition's inputs are unknown: the signals, not the whole expression."""
     import ast
     from .expr import FUNCS, SPECIAL
-    used = sorted({n.id for n in ast.walk(rule.condition) if isinstance(n, ast.Name)
-                   and n.id not in FUNCS and n.id not in SPECIAL and n.id not in ("True", "False", "None")})
+    lets = {name: tree for name, tree, _ in rule.lets}
+
+    def inputs(tree, seen=()):
+        for n in ast.walk(tree):
+            if not isinstance(n, ast.Name) or n.id in FUNCS or n.id in SPECIAL or n.id in ("True", "False", "None"):
+                continue
+            if n.id in lets and n.id not in seen:     # a named sub-expression: the signals it reads
+                yield from inputs(lets[n.id], (*seen, n.id))
+            elif n.id not in lets:
+                yield n.id
+    used = sorted(set(inputs(rule.condition)))
     unknown = [n for n in used if names.get(n) is None]
     return "inputs unknown: " + (", ".join(unknown) if unknown else rule.condition_text)
 

@@ -30,6 +30,7 @@ class Signals:
     window: str | None = None                        # human description of the steady window
     timeline: dict = field(default_factory=dict)     # name → list of floats (for sparklines)
     steady_range: tuple | None = None                # (first, last) time of the steady window
+    samples: dict | None = None                      # the steady window's stats, column -> list (rules' [sustained])
     key_stats: dict = field(default_factory=dict)    # signal name → {mean, std, n, p50, p95} for comparisons
     sweep: dict | None = None                        # a load sweep's curve, knee and advice (sweep.py)
 
@@ -615,6 +616,7 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     if height < MIN_STEADY:
         v["too_few_samples"] = True
         return
+    s.samples = st
     t = st["time"]
     timed = None not in t
     if timed:
@@ -727,22 +729,12 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     if waiting:
         v["waiting_nonzero_share"] = round(_share([x > 0 for x in waiting]), 3)
         v["waiting_run_max"] = _longest_run([x is not None and x >= 1 for x in st["waiting"]])
-    # "At the same time" is judged per sample: an episode (consecutive samples) of requests
-    # waiting while the batch sits at its cap counts even when window means dilute it; a lone
-    # sample with a request or two waiting is arrival jitter.
+    # Episodes (at the cap, or the KV cache full, with requests waiting, for consecutive samples:
+    # what window means dilute) are judged sample by sample by the rules' [sustained] tables over
+    # the steady window's samples; "at the cap" is at or above this floor.
     cap = v.get("max_num_seqs_per_engine") or v.get("max_num_seqs")
-    if cap and waiting:
-        flags = [r is not None and w is not None and w >= 1 and r >= _cap_floor(cap)
-                 for r, w in zip(st["rank_running_max"], st["waiting"])]
-        v["capped_waiting_run_max"] = _longest_run(flags)
-        v["capped_waiting_episode"] = _episode(flags, st["time"], st["waiting"])
-    # KV full while requests wait, sample by sample: a rise-and-drain episode that the window's
-    # means dilute (an hour of quiet around ten minutes of a full cache) is still one.
-    kvs = st["kv_usage"]
-    if waiting and _known(kvs):
-        flags = [k is not None and w is not None and k >= KV_FULL_PCT and w >= 1 for k, w in zip(kvs, st["waiting"])]
-        v["kv_full_waiting_run_max"] = _longest_run(flags)
-        v["kv_full_waiting_episode"] = _episode(flags, st["time"], st["waiting"])
+    if cap:
+        v["seq_cap_floor"] = _cap_floor(cap)
     if v["running_mean"] and v["gen_tps_mean"] is not None:
         v["gen_tps_per_request"] = round(v["gen_tps_mean"] / v["running_mean"], 2)
     # Does throughput follow load? Samples near the window's top load against those near half of
@@ -833,26 +825,6 @@ def _cap_floor(cap) -> float:
     return cap if cap < 4 else min(cap * 0.95, cap - 1)
 
 
-KV_FULL_PCT = 95
-
-
-def _episode(flags: list, times: list, values: list) -> str | None:
-    """The longest run of flagged samples, said as an operator reads it: when it began and ended
-    and the peak of `values` inside it ("10:02:11–10:05:41, 22 samples, peak 37 waiting")."""
-    best, start = (0, 0), None
-    for i, f in enumerate(flags + [False]):
-        if f and start is None:
-            start = i
-        elif not f and start is not None:
-            if i - start > best[1] - best[0]:
-                best = (start, i)
-            start = None
-    a, b = best
-    if b - a < 2:
-        return None
-    peak = max((x for x in values[a:b] if x is not None), default=None)
-    when = (f"{times[a]:%H:%M:%S}–{times[b - 1]:%H:%M:%S}, " if times[a] is not None and times[b - 1] is not None else "")
-    return f"{when}{b - a} samples" + (f", peak {peak:g} waiting" if peak is not None else "")
 
 
 def _longest_run(flags: list) -> int:

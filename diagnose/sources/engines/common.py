@@ -54,10 +54,12 @@ STOP = re.compile("|".join([
     r"\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT\b",
 ] + [f"(?:{e.stopping})" for e in ENGINES.values() if e.stopping]))
 # A wrapper's account of how the process ended (`exit code 0`, `exit_code=143`, `Exited with
-# status 1`, `Return code: 137`, Slurm's `ExitCode 0:0`): 0 is an orderly end; 130 / 143 / 137
-# are SIGINT / SIGTERM / SIGKILL, a stop; anything else says the process failed.
+# status 1`, `Return code: 143`, Slurm's `ExitCode 0:0`): 0 is an orderly end; 130 / 143 (-2 / -15
+# from Python's subprocess) are SIGINT / SIGTERM, a stop; SIGKILL (137, -9) says nothing either way
+# (an operator's `kill -9`, or the kernel's OOM killer); anything else says the process failed.
 EXIT_STATUS = re.compile(r"\b(?:[Ee]xit(?:ed)?[ _]?(?:with )?(?:[Cc]ode|[Ss]tatus)|[Rr]eturn[ _]?code)['\"]?[ =:]+(?P<code>-?\d+)\b")
-EXIT_BY_SIGNAL = frozenset({130, 143, 137, -2, -15, -9})
+EXIT_BY_SIGNAL = frozenset({130, 143, -2, -15})
+EXIT_KILLED = frozenset({137, -9})
 # Literal text one of the STOP or EXIT_STATUS wordings holds: the regexes run only where one is.
 STOP_HINTS = ("Interrupt", "SIG", "ignal", "Shutting", "Abort", "Termin", "Stopping", "shutdown", "CANCELLED", "xit", "eturn",
               *(h for e in ENGINES.values() for h in e.stop_hints))
@@ -219,6 +221,8 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
 
 
 def _exit_status(code: int, line: Line, ev: Evidence, when) -> None:
+    if code in EXIT_KILLED:
+        return
     life = lifecycle(ev, line.source)
     if code == 0 or code in EXIT_BY_SIGNAL:
         if not life.stopping:

@@ -37,7 +37,7 @@ SHARED_KEYWORDS = [
     # DCGM exporter's own log
     "DCP metrics", "metric not enabled",
     # a scheduler's or a wrapper's end of the job
-    "CANCELLED", "exit code", "exit status", "xited with", "Return code", "exit_code", "exit_status", "returncode",
+    "CANCELLED", "xit code", "xit status", "xited with", "eturn code", "exit_code", "exit_status", "returncode",
     # a KV transfer between disaggregated prefill and decode nodes that failed or timed out
     "transfer timeout", "KV pull failed", "KV load failure", "KVTransferError", "Failed to get kvcache", "transfer failed",
     "Transfer Return Error", "Failed to complete transfer", "expired KV blocks", "kv cache transfer", "kv_connector",

@@ -1,0 +1,98 @@
+"""Sustained conditions (a rule's `[sustained]` table), as Prometheus alerting rules say `for:`.
+
+`when` is judged on each stats sample of the steady window (the sample's own columns — running,
+waiting, kv_usage, gen_tps, prompt_tps, preemptions, the batch of one engine rank_running_max — and
+the run's signals and the rule's params), and the rule's expressions get:
+
+- `sustained`: the longest run of consecutive samples where `when` held is at least `for` samples
+  (an integer) or seconds (`"90s"`, `"5m"`), and where `share` is given, `when` held in at least that
+  share of the window's samples;
+- `sustained_samples`, `sustained_seconds`, `sustained_share`, `sustained_from`, `sustained_to`, and
+  `sustained_peak`: the highest `peak` column inside the longest run.
+
+Without a steady window (too few samples) they are unknown: the rule says *not applicable*.
+"""
+from __future__ import annotations
+
+import re
+
+from ..values import is_unknown
+from .expr import evaluate
+
+# The names a rule's expressions get from its `[sustained]` table.
+NAMES = ("sustained", "sustained_samples", "sustained_seconds", "sustained_share", "sustained_from",
+         "sustained_to", "sustained_peak")
+# Per-sample columns `when` may name (evidence.model.STATS_COLUMNS plus the batch of one engine).
+COLUMNS = ("prompt_tps", "gen_tps", "running", "waiting", "swapped", "kv_usage", "prefix_hit", "kv_spread",
+           "preemptions", "kv_tokens_used", "prompt_len", "ctx_tokens", "paused", "ttft_p50", "ttft_p95",
+           "ttft_p99", "itl_p50", "itl_p95", "itl_p99", "rank_running_max", "rank_running_mean")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)$")
+
+
+def parse_for(x) -> tuple[int | None, float | None]:
+    """`for = 3` (samples) or `for = "90s"` (seconds): (samples, seconds); ValueError otherwise."""
+    if isinstance(x, bool):
+        raise ValueError("`for` is a number of samples or a duration such as \"90s\"")
+    if isinstance(x, int) and x >= 1:
+        return x, None
+    m = _DURATION.match(str(x).strip())
+    if not m:
+        raise ValueError("`for` is a number of samples (>= 1) or a duration such as \"90s\", \"5m\"")
+    return None, float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+def evaluate_sustained(spec: dict, names: dict, samples: dict | None) -> dict:
+    """The `sustained_*` names for one rule, from the steady window's samples (column -> list)."""
+    out = dict.fromkeys(NAMES)
+    n = len(samples.get("running") or ()) if samples else 0
+    if not n:
+        return out
+    times = samples.get("time") or [None] * n
+    flags = []
+    for i in range(n):
+        row = dict(names)
+        for c in COLUMNS:
+            col = samples.get(c)
+            row[c] = col[i] if col is not None else None
+        x = evaluate(spec["when"], row)
+        flags.append(not is_unknown(x) and bool(x))
+    a, b = _longest(flags)
+    run = b - a
+    seconds = None
+    if run and times[a] is not None and times[b - 1] is not None:
+        seconds = (times[b - 1] - times[a]).total_seconds() + _interval(times)
+    share = sum(flags) / n
+    holds = True
+    if spec.get("for_samples") is not None:
+        holds = run >= spec["for_samples"]
+    if spec.get("for_seconds") is not None:
+        holds = holds and seconds is not None and seconds >= spec["for_seconds"]
+    if spec.get("share") is not None:
+        holds = holds and share >= spec["share"]
+    out.update(sustained=holds, sustained_samples=run, sustained_seconds=round(seconds, 1) if seconds is not None else None,
+               sustained_share=round(share, 3))
+    if run:
+        if times[a] is not None and times[b - 1] is not None:
+            out["sustained_from"], out["sustained_to"] = f"{times[a]:%H:%M:%S}", f"{times[b - 1]:%H:%M:%S}"
+        col = samples.get(spec.get("peak") or "")
+        if col is not None:
+            out["sustained_peak"] = max((x for x in col[a:b] if x is not None), default=None)
+    return out
+
+
+def _longest(flags: list) -> tuple[int, int]:
+    best, start = (0, 0), None
+    for i, f in enumerate(flags + [False]):
+        if f and start is None:
+            start = i
+        elif not f and start is not None:
+            if i - start > best[1] - best[0]:
+                best = (start, i)
+            start = None
+    return best
+
+
+def _interval(times: list) -> float:
+    """One sample's span (the median step): a run of one sample lasted that long, not zero."""
+    steps = sorted((b - a).total_seconds() for a, b in zip(times, times[1:]) if a is not None and b is not None and b > a)
+    return steps[len(steps) // 2] if steps else 0.0
