@@ -23,7 +23,8 @@ from . import header
 
 ENGINE = Engine(name="toy", header=header.match, formats=("toy",), keywords=("max_batch=",),
                 metric_prefixes=("toy:",), gauges={"toy:running": ("running", 1, "sum")},
-                command="toy-serve", flags_from_facts=(("max_num_seqs", "--max-batch", None),))
+                command="toy-serve", flags_from_facts=(("max_num_seqs", "--max-batch", None),),
+                fact_flags={"enforce_eager": ("--eager", True), "max_num_batched_tokens": "--max-tokens"})
 '''
 TOY_HEADER = '''import re
 
@@ -38,7 +39,7 @@ def match(text):
 '''
 TOY_LINES = '''import re
 
-SERVING = re.compile(r"serving (?P<model>\\S+), max_batch=(?P<n>\\d+)")
+SERVING = re.compile(r"serving (?P<model>\\S+), max_batch=(?P<n>\\d+)(?P<eager>, eager)?")
 
 
 class Parser:
@@ -51,6 +52,9 @@ class Parser:
             return False
         ev.set_fact("model", m.group("model"), line.source, line.lineno, line.raw)
         ev.set_fact("max_num_seqs", int(m.group("n")), line.source, line.lineno, line.raw)
+        if m.group("eager"):
+            ev.set_fact("enforce_eager", True, line.source, line.lineno, line.raw)
+            ev.set_fact("cuda_graphs", False, line.source, line.lineno, line.raw)
         return True
 '''
 
@@ -105,12 +109,18 @@ def test_every_reader_brings_the_new_engines_lines_to_its_parser(with_toy, tmp_p
     assert got[10**15] == got[0] == ["toy", 20_000]
 
 
-def test_rule_files_may_name_the_new_engine_and_its_command_is_built(with_toy):
-    root, log = with_toy
-    rule = (root / "rules" / "runtime" / "concurrency-cap.toml")
-    text = rule.read_text()
-    import re
-    rule.write_text(re.sub(r'(?m)^engines = \[(.*)\]$', r'engines = [\1, "toy"]', text, count=1))
+def test_the_shipped_rules_advise_the_new_engine_in_its_own_flags(with_toy, tmp_path):
+    """Nothing in rules/ names the toy engine: a rule that states its fix by fact (cuda-graphs-disabled:
+    `enforce_eager = false`) is spelled with the toy folder's flag, and its corrected command is built."""
+    root, _ = with_toy
+    assert _tree(root / "rules") == _tree(ROOT / "rules")       # the shipped rules, untouched
+    log = tmp_path / "eager.log"
+    log.write_text("TOY 2026-01-02 03:04:06 | serving acme/toy-7b, max_batch=64, eager\n")
+    p = _run(root, "--format", "json", log)
+    assert p.returncode == 0, p.stderr.decode()
+    out = json.loads(p.stdout)
+    f = {x["id"]: x for x in out["findings"]}["cuda-graphs-disabled"]
+    assert f["fix"]["flags"]["remove"] == ["--eager"]
     p = _run(root, "rules", "concurrency-cap")
     assert p.returncode == 0 and "toy" in p.stdout.decode(), p.stderr.decode()
     code = ("from diagnose.findings.command import base_command, render;"
@@ -119,3 +129,7 @@ def test_rule_files_may_name_the_new_engine_and_its_command_is_built(with_toy):
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().startswith("toy-serve") and "--max-batch 64" in out.stdout
+
+
+def _tree(d) -> dict:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}

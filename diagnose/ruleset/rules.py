@@ -273,8 +273,14 @@ def load_rule(path: Path, domain: str = "user") -> Rule:
             raise RuleError(f"{path}:{_line_of(raw, 'confidence_if')}: confidence_if needs a valid `confidence`")
         rule.confidence_if.append((expr(item.get("when", ""), "when"), item["confidence"]))
     for eng, fx in d.get("fix", {}).items():
-        if eng not in ENGINES and eng != "any":
+        if eng not in ENGINES and eng not in ("any", "facts"):
             raise RuleError(f"{path}:{_line_of(raw, 'fix')}: fix for unknown engine `{eng}`")
+        if eng == "facts":          # fixes by fact: each engine's folder spells the flags
+            from ..evidence.model import EXTRA_FACTS, FACT_NAMES
+            for k in list(fx.get("set", {})) + list(fx.get("remove", [])):
+                if k not in FACT_NAMES and k not in EXTRA_FACTS:
+                    raise RuleError(f"{path}:{_line_of(raw, k)}: `[fix.facts]` names a fact: `{k}` is none"
+                                    f"{_nearest(k, FACT_NAMES + EXTRA_FACTS)}")
         rule.fixes[eng] = {"remove": list(fx.get("remove", [])), "set": dict(fx.get("set", {})),
                            "note": fx.get("note", "")}
     # Compile every `{…}` template once, so a bad one fails at load time, not mid-report.

@@ -88,6 +88,26 @@ def _flag_values(rule: Rule, spec: dict, vals: dict) -> dict:
     return out
 
 
+def _fact_flags(engine: str, values: dict, cleared: list) -> tuple[dict, list, list]:
+    """A fix stated by fact in the engine's flags: (flags to set, flags to remove, facts it has no flag for)."""
+    from ..sources.engines import ENGINES
+    eng = ENGINES.get(engine)
+    out, remove, unspelled = {}, [], []
+    for fact, value in list(values.items()) + [(f, False) for f in cleared]:
+        spec = eng.flag_for(fact) if eng is not None else None
+        if spec is None:
+            unspelled.append((fact, value))
+        elif isinstance(spec, tuple):          # a switch: present means `spec[1]`
+            want = value if isinstance(value, bool) else str(value).lower() in ("true", "1")
+            if want == spec[1]:
+                out[spec[0]] = True
+            else:
+                remove.append(spec[0])
+        else:
+            out[spec] = value
+    return out, remove, unspelled
+
+
 def _first_true(pairs: list, vals: dict, default: str) -> str:
     """The value of the first (condition, value) pair whose condition is known and true."""
     for cond, value in pairs:
@@ -119,10 +139,20 @@ def _unknown_reason(rule: Rule, names: dict) -> str:
 def _finding(rule: Rule, ev: Evidence, sig: Signals, engine: str, vals: dict) -> Finding:
     sev = _first_true(rule.severity_if, vals, rule.severity)
     conf = _first_true(rule.confidence_if, vals, rule.confidence)
-    fx = rule.fixes.get(engine) or rule.fixes.get("any") or {"remove": [], "set": {}, "note": ""}
+    own = rule.fixes.get(engine)
+    facts = rule.fixes.get("facts")
+    fx = own or rule.fixes.get("any") or {"remove": [], "set": {}, "note": ""}
     removes = [r for r in (render(rule, x, vals) for x in fx["remove"]) if r and r != "?"]
-    fix = Fix(engine=engine, remove=removes, set=_flag_values(rule, fx["set"], vals),
-              note=render(rule, fx["note"], vals))
+    flags = _flag_values(rule, fx["set"], vals)
+    note = render(rule, fx["note"], vals)
+    if facts is not None and (own is None or not (own["set"] or own["remove"])):
+        # Stated by fact, spelled by the engine (an engine's own table adds its note, or replaces
+        # the flags where its advice differs in kind).
+        f_set, f_remove, unspelled = _fact_flags(engine, _flag_values(rule, facts["set"], vals), facts["remove"])
+        flags, removes = {**f_set, **flags}, removes + [r for r in f_remove if r not in removes]
+        extra = "; ".join(f"set {k} = {v}" for k, v in unspelled) if own is None else ""
+        note = " ".join(x for x in (note or render(rule, facts["note"], vals), extra and f"({extra} in this engine's settings)") if x)
+    fix = Fix(engine=engine, remove=removes, set=flags, note=note)
     score = 0.0
     if rule.impact_score is not None:
         s = evaluate(rule.impact_score, vals)

@@ -70,6 +70,20 @@ class Engine:
     flag_sep = "-"              # `--max-num-seqs`; trtllm-serve spells its flags with `_`
     aliases = _EMPTY
     flags_from_facts = ()
+    # How a fix a rule states by fact (`[fix.facts] set = { max_num_seqs = "64" }`) is spelled on
+    # this engine's command line: fact -> flag taking the value, or (flag, value it means when
+    # present) for a switch (`("--enforce-eager", True)`: present means the fact is true). Facts of
+    # `flags_from_facts` with a flag taking a value are included.
+    fact_flags = _EMPTY
+
+    def flag_for(self, fact: str):
+        spec = self.fact_flags.get(fact)
+        if spec is not None:
+            return spec
+        for f, flag, default in self.flags_from_facts:
+            if f == fact and not isinstance(default, bool):
+                return flag
+        return None
 
     def __init__(self, **spec) -> None:
         for k, v in spec.items():

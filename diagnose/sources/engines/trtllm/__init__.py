@@ -44,6 +44,8 @@ ENGINE = Engine(
     fact_gauges={"trtllm_max_num_active_requests": "max_num_seqs"},
     command="trtllm-serve",
     flag_sep="_",
+    fact_flags={"max_num_seqs": "--max_batch_size", "max_num_batched_tokens": "--max_num_tokens",
+                "max_model_len": "--max_seq_len"},
     flags_from_facts=(("tensor_parallel_size", "--tp_size", 1), ("pipeline_parallel_size", "--pp_size", 1),
                       ("max_num_seqs", "--max_batch_size", None), ("max_num_batched_tokens", "--max_num_tokens", None)),
 )
