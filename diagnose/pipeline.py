@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from . import __version__
 from .ruleset.rules import Rule, load_rules
 from .ruleset.runner import run_rules
+from .evidence.facts import DERIVED_DEPLOYMENT
 from .evidence.model import FACT_NAMES, EXTRA_FACTS, Evidence
 from .ruleset.result import Result
 from .findings.reconcile import reconcile
@@ -31,9 +32,7 @@ class Analysis:
         d = {name: ev.fact(name) for name in FACT_NAMES}
         extra = {name: ev.fact(name) for name in EXTRA_FACTS if ev.fact(name) is not None}
         d.update(extra)
-        for k in ("model_params_b", "weights_gib_replica", "weights_fraction_of_gpu", "world_size",
-                  "decode_bound_tps", "prefill_bound_tps", "est_max_sequences", "decode_vs_bound", "gpu_board",
-                  "kv_tokens_estimated", "kv_tokens_log_vs_estimate", "kv_estimate_note"):
+        for k in DERIVED_DEPLOYMENT:        # computed from the facts (the catalogue's `derived`)
             if self.signals.values.get(k) is not None:
                 d[k] = self.signals.values[k]
         d["settings"] = _jsonable(ev.settings)

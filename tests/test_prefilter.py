@@ -30,6 +30,10 @@ def _read(path, monkeypatch, everything: bool):
 
 
 def _summary(ev) -> dict:
+    from diagnose.evidence.facts import CATALOGUE
+    # (and every fact a reader set is declared in the fact catalogue, data/facts.toml)
+    undeclared = set(ev.facts) - set(CATALOGUE)
+    assert not undeclared, f"facts not in diagnose/data/facts.toml: {sorted(undeclared)}"
     s = evidence_summary(ev)
     return {"facts": s["facts"], "events": s["event_counts"], "stats": len(s["stats"])}
 

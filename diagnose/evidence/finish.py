@@ -47,15 +47,7 @@ def _thinned_note(ev: Evidence) -> None:
 # a list, or True (`tensor_parallel_size=inf` in a dump, `"maxNumBlocks": 1e309` in JSON); such a
 # value is dropped — unknown — so nothing downstream computes with it (int(inf) raised here, in
 # the signals and in rules). Numeric strings (`"8192"`, `"16,384"`) become numbers.
-INT_FACTS = frozenset((
-    "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_num_seqs",
-    "max_num_batched_tokens", "max_model_len", "kv_cache_tokens", "num_gpu_blocks", "block_size",
-    "tokens_per_block", "gpu_count", "world_size_logged", "cuda_graph_max_size", "gpus_per_node", "nodes",
-    "max_sessions", "max_queue_depth", "max_num_seqs_per_engine"))
-FLOAT_FACTS = frozenset((
-    "gpu_memory_utilization", "max_concurrency", "gpu_memory_gib", "kv_cache_memory_gib",
-    "weights_gib_per_gpu", "gpu_avail_at_start_gib", "available_gpu_mem_gib", "startup_seconds",
-    "load_seconds", "compile_seconds", "capture_seconds", "schedule_conservativeness"))
+from .facts import FLOAT_FACTS, INT_FACTS  # noqa: E402  (the fact catalogue's types)
 
 
 HUGE = 1e15      # beyond any real count, rate, size or percentage in these inputs

@@ -10,22 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-# Deployment facts under the same names for every engine (JSON schema v1 `deployment`).
-FACT_NAMES = (
-    "engine", "engine_version", "model", "dtype",
-    "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
-    "cuda_graphs", "enforce_eager", "max_num_seqs", "max_num_batched_tokens",
-    "gpu_memory_utilization", "kv_cache_dtype", "prefix_caching", "chunked_prefill",
-    "quantization", "max_model_len", "kv_cache_tokens", "max_concurrency",
-    "gpu_count", "gpu_name",
-)
-# Further facts rules use; reported under `deployment` too when known.
-EXTRA_FACTS = (
-    "v1_engine", "cuda_graph_max_size", "weights_gib_per_gpu", "kv_cache_memory_gib",
-    "gpu_memory_gib", "block_size", "num_gpu_blocks", "speculative", "nodes", "max_num_seqs_per_engine", "node_role", "kv_connector", "kv_cache_memory_pinned",
-    "distributed_executor_backend", "startup_seconds", "load_seconds", "compile_seconds",
-    "capture_seconds",
-)
+# Deployment facts under the same names for every engine, and those rules use beside them: the
+# fact catalogue (data/facts.toml, evidence/facts.py) declares each once.
+from .facts import EXTRA_FACTS, FACT_NAMES  # noqa: E402,F401  (re-exported: the layers import them from here)
 
 # How many example lines of each event kind to keep; counts are always exact.
 EVENT_KEEP = 20

@@ -21,10 +21,7 @@ DIRECTION = {"generation_throughput": 1, "prompt_throughput": 1, "running": 1, "
              "ttft_p50": -1, "ttft_p99": -1, "itl_p50": -1}
 RULE_TEXT = (f"needs ≥ {MIN_SAMPLES} samples per side and a coefficient of variation ≤ {MAX_CV}; a change counts "
              f"when it exceeds {int(MIN_REL_CHANGE * 100)} % and {Z:g} standard errors")
-CONFIG_KEYS = ("engine", "engine_version", "model", "dtype", "tensor_parallel_size", "pipeline_parallel_size",
-               "data_parallel_size", "cuda_graphs", "enforce_eager", "max_num_seqs", "max_num_batched_tokens",
-               "gpu_memory_utilization", "kv_cache_dtype", "prefix_caching", "chunked_prefill", "quantization",
-               "max_model_len", "kv_cache_tokens", "gpu_count", "gpu_name")
+from ..evidence.facts import CONFIG_KEYS  # noqa: E402  (the settings the fact catalogue marks `compare`)
 
 
 def compare(before: dict, after: dict) -> dict:

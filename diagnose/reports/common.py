@@ -25,25 +25,7 @@ def json_safe(text: str) -> str:
 
 
 BARS = "▁▂▃▄▅▆▇█"
-SUMMARY_FACTS = [
-    ("engine", "engine"), ("engine_version", "version"), ("model", "model"), ("node_role", "node role (disaggregated)"), ("dtype", "dtype"),
-    ("tensor_parallel_size", "TP"), ("pipeline_parallel_size", "PP"), ("data_parallel_size", "DP"),
-    ("gpu_count", "GPUs"), ("nodes", "nodes"), ("gpu_name", "GPU"), ("gpu_memory_gib", "GPU memory GiB"),
-    ("cuda_graphs", "CUDA graphs"), ("max_num_seqs", "max_num_seqs"), ("max_num_seqs_per_engine", "max_num_seqs per engine"),
-    ("max_num_batched_tokens", "max_num_batched_tokens"), ("gpu_memory_utilization", "gpu_memory_utilization"),
-    ("kv_cache_dtype", "kv_cache_dtype"), ("prefix_caching", "prefix caching"),
-    ("chunked_prefill", "chunked prefill"), ("quantization", "quantization"),
-    ("max_model_len", "max_model_len"), ("kv_cache_tokens", "KV cache tokens"),
-    ("max_concurrency", "max concurrency (full-length requests)"),
-    ("weights_gib_replica", "weights per replica GiB"), ("model_params_b", "parameters (B)"),
-    ("gpu_board", "GPU (board table)"),
-    ("decode_bound_tps", "expected decode bound, tokens/s per sequence"),
-    ("prefill_bound_tps", "expected prefill bound, tokens/s"),
-    ("est_max_sequences", "estimated max sequences (KV memory)"),
-    ("decode_vs_bound", "measured decode / expected bound"),
-    ("kv_tokens_estimated", "KV cache tokens estimated from the model shape"),
-    ("kv_estimate_note", "log vs estimate"),
-]
+from ..evidence.facts import SUMMARY_FACTS  # noqa: E402  (the fact catalogue's table rows)
 TIMELINE = [("running", "running"), ("waiting", "waiting"), ("kv_usage", "KV usage %"),
             ("gen_tps", "gen tokens/s")]
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from ..values import model_id
+from ..evidence.facts import SIGNAL_FACTS
 from ..evidence.model import Evidence, FACT_NAMES, EXTRA_FACTS
 
 # Bytes per parameter by quantization / dtype, for weight-size estimates from a parameter count.
@@ -49,10 +50,7 @@ WIDE_KV = {"auto", "fp16", "bf16", "float16", "bfloat16", "fp32", "float32", "ha
 def derive(ev: Evidence) -> Signals:
     s = Signals()
     v = s.values
-    for name in FACT_NAMES + EXTRA_FACTS + ("nccl_network", "platform", "scheduler_policy", "max_sessions",
-                                            "max_queue_depth", "available_gpu_mem_gib", "schedule_conservativeness",
-                                            "max_batch_size", "speculative_algorithm", "tokens_per_block", "context_limit_seen",
-                                            "kv_cache_dtype_effective", "cuda_graphs_off_reason"):
+    for name in FACT_NAMES + EXTRA_FACTS + SIGNAL_FACTS:     # the fact catalogue's facts rules read
         v[name] = ev.fact(name)
     _model_size(ev, v)
     _parallelism(ev, v)
