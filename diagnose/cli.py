@@ -150,7 +150,10 @@ def analyze(
     partial: bool = typer.Option(False, "--partial", help="report what was fetched when Prometheus fails part-way"),
     follow: bool = typer.Option(False, "--follow", help="keep reading the files as they grow (tail -F) and show the diagnosis again every --interval; Ctrl-C for the final report"),
     watch: Optional[str] = typer.Option(None, "--watch", metavar="DURATION", help="with --prometheus: query again every DURATION (e.g. 30s) over the last --since; Ctrl-C for the final report"),
-    interval: str = typer.Option("5s", "--interval", metavar="DURATION", help="with --follow: how often to look again (e.g. 5s)"),
+    interval: str = typer.Option("5s", "--interval", metavar="DURATION", help="with --follow: how often to look again (e.g. 5s); with --scrape: how often to sample"),
+    scrape: Optional[str] = typer.Option(None, "--scrape", metavar="URL", help="sample a bare /metrics endpoint (an engine's own) every --interval for --for, and diagnose the rates"),
+    scrape_for: str = typer.Option("60s", "--for", metavar="DURATION", help="with --scrape: how long to sample (e.g. 60s)"),
+    save: Optional[str] = typer.Option(None, "--save", metavar="FILE", help="with --scrape: keep the samples in FILE (Prometheus text with times; diagnose reads it back)"),
     version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
                                  help="print the version and exit"),
 ) -> None:
@@ -176,6 +179,14 @@ def analyze(
         except ValueError:
             _die(f"--gpu-start: not a date and time: {gpu_start!r} (e.g. 2025-11-14 09:51:38)")
     files = files or []
+    if prometheus and not scrape:
+        from .sources.scrape import is_metrics_url
+        if is_metrics_url(prometheus):         # an exporter's page, not a Prometheus server: sample it
+            scrape, prometheus = prometheus, None
+    if scrape:
+        if watch or follow:
+            _die("--scrape samples once for --for: not with --watch/--follow (run it again, or point Prometheus at it)")
+        files = list(files) + [_scrape(scrape, scrape_for, interval, save, timeout)]
     if not files and not prometheus:
         _die("no input given (pass log files, a directory, a glob, - for stdin, or --prometheus URL)")
     tgt = dict(cfg.targets)
@@ -334,6 +345,38 @@ def _live(files, prom, kw, every, window, format, fail_on, verbose, stop=None, f
         _stop_waiting_for_threads(code)
         raise typer.Exit(code)
     _stop_waiting_for_threads(0)
+
+
+def _scrape(url: str, duration: str, interval: str, save: str | None, timeout: float) -> str:
+    """--scrape: sample the endpoint; the path of the samples (--save, or a temporary file)."""
+    import os
+    import tempfile
+    from .sources.prometheus import PromError, display_url, parse_since
+    from .sources.scrape import sample
+    try:
+        seconds, every = parse_since(duration).total_seconds(), parse_since(interval).total_seconds()
+    except ValueError as e:
+        _die(f"--for/--interval: {e}")
+    if not 0 < every <= seconds <= 86400:
+        _die(f"--scrape: --interval ({interval}) must be more than 0 and at most --for ({duration}, at most 1d)")
+    if not url.lower().startswith(("http://", "https://")):
+        _die(f"--scrape: URL needs http:// or https:// (got {display_url(url)!r})")
+    if save:
+        path = save
+    else:
+        fd, path = tempfile.mkstemp(prefix="diagnose-scrape-", suffix=".prom")
+        os.close(fd)
+        import atexit
+        atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    print(f"sampling {display_url(url)} every {interval} for {duration}…", file=sys.stderr)
+    try:
+        n = sample(url, seconds, every, path, timeout=min(timeout, 30.0))
+    except PromError as e:
+        _die(str(e))
+    except OSError as e:
+        _die(f"--save {save}: cannot write ({e.strerror})")
+    print(f"{n} scrape(s) taken" + (f", kept in {save}" if save else ""), file=sys.stderr)
+    return path
 
 
 def _prometheus_args(url, since, start_t, end_t, step, match, model, token_file, user, insecure, timeout, partial,

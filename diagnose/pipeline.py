@@ -46,7 +46,9 @@ class Analysis:
                     "signals_fleet": {k: v for k, v in self.signals.values.items() if v is not None},
                     "verdict": r.verdict, "findings": [f.to_json() for f in r.findings],
                     "not_applicable": r.not_applicable, "passed": r.passed, "errors": r.errors,
-                    "inputs": [i.to_json() for i in self.evidence.inputs], "deployment": {}}
+                    "inputs": [i.to_json() for i in self.evidence.inputs],
+                    # what every replica is (engine, model), when they agree
+                    "deployment": {k: self.evidence.fact(k) for k in ("engine", "model") if self.evidence.fact(k) is not None}}
         return {
             "instance": self.instance,
             "schema_version": SCHEMA_VERSION,
@@ -87,7 +89,7 @@ def analyze_all(paths: list[str], rule_dirs: list[str] | None = None, ignore: se
             ev.set_fact("gpu_name", gpu_name, text="(--gpu-name)")
         replicas = split_instances(ev)
         if len(replicas) > 1:
-            out += analyze_fleet(replicas, rules, ignore, overrides, targets=targets)
+            out += fleet_or_system(replicas, rules, ignore, overrides, targets=targets)
         else:
             out.append(analyze_evidence(ev, rules, ignore, overrides, targets))
     if prometheus:
@@ -147,7 +149,8 @@ def analyze_system(nodes: list[Analysis], rules: list[Rule], ignore=frozenset(),
                       + pools + ([f"{v['kv_transfer_failure_count_all']} KV transfer failure line(s) across the nodes "
                                   "(`kv-transfer-failures` on the nodes that logged them)"]
                                  if v.get("kv_transfer_failure_count_all") else []) + said,
-                      "basis": "per-node analyses", "also": [], "nodes": [a.instance for a in nodes]}
+                      "basis": "per-node analyses", "also": [], "nodes": [a.instance for a in nodes],
+                      "roles": [a.signals.values.get("node_role") for a in nodes]}
     return Analysis(sev, sig, result, rules, instance="disaggregated")
 
 
@@ -184,8 +187,24 @@ def analyze_prometheus(p: dict, rules, ignore, overrides, targets) -> list[Analy
             a.instance = inst
             out.append(a)
         else:
-            out += analyze_fleet(members, rules, ignore, overrides, end=end, targets=targets)
+            out += fleet_or_system(members, rules, ignore, overrides, end=end, targets=targets)
     return out
+
+
+def fleet_or_system(replicas: dict[str, Evidence], rules: list[Rule], ignore=frozenset(), overrides=None,
+                    end=None, targets: dict | None = None) -> list[Analysis]:
+    """Replicas of one model: a fleet — or, when some are prefill and some decode nodes (SGLang's
+    `engine_type` label), one disaggregated deployment: the system view and each node (comparing a
+    prefill node's load with a decode node's says nothing)."""
+    roles = {inst: ev.fact("node_role") for inst, ev in replicas.items()}
+    if not {"prefill", "decode"} <= set(roles.values()):
+        return analyze_fleet(replicas, rules, ignore, overrides, end=end, targets=targets)
+    nodes = []
+    for inst, ev in sorted(replicas.items(), key=lambda kv: (roles[kv[0]] != "prefill", kv[0])):
+        a = analyze_evidence(ev, rules, ignore, overrides, targets)
+        a.instance = f"{roles[inst] or 'unknown-role'} node {inst}"
+        nodes.append(a)
+    return [analyze_system(nodes, rules, ignore, overrides)] + nodes
 
 
 def _silent(ev: Evidence, end) -> bool:
@@ -207,6 +226,16 @@ def split_instances(ev: Evidence) -> dict[str, Evidence]:
         e = Evidence()
         e.inputs = ev.inputs
         e.facts = dict(ev.facts)
+        e.facts.pop("node_role", None)          # each replica its own role, when its series say one
+        if inst in ev.instance_roles:
+            e.set_fact("node_role", ev.instance_roles[inst], None, None, "engine_type label")
+        # Its own engine and model, from its own series (a mixed fleet's SGLang replica is not vLLM's).
+        for k, val in (ev.instance_facts.get(inst) or {}).items():
+            e.facts.pop(k, None)
+            e.set_fact(k, val, None, None, f"{k} of {inst}'s series")
+        e.values.update(ev.instance_values.get(inst) or {})
+        if ev.counters.get("single_scrape"):
+            e.counters["single_scrape"] = 1
         e.settings = ev.settings
         e.targets = ev.targets
         for r in ev.stats_rows:
@@ -227,9 +256,10 @@ def analyze_fleet(replicas: dict[str, Evidence], rules: list[Rule], ignore=froze
         per.append(a)
     fev = Evidence()
     fev.inputs = next(iter(replicas.values())).inputs
-    models = {ev.fact("model") for ev in replicas.values()} - {None}
-    if len(models) == 1:
-        fev.set_fact("model", models.pop(), None, None, "the replicas' model")
+    for k in ("model", "engine"):
+        seen = {ev.fact(k) for ev in replicas.values()} - {None}
+        if len(seen) == 1:
+            fev.set_fact(k, seen.pop(), None, None, f"the replicas' {k}")
     sig = Signals()
     sig.values.update(fleet_signals(per, end))
     result = run_rules([r for r in rules if r.scope == "fleet"], fev, sig, ignore, overrides)

@@ -70,7 +70,7 @@ def test_a_folder_of_prefill_and_decode_nodes_is_one_deployment_with_two_roles(p
         p = run_cli(pd_folder, "--format", fmt)
         out = " ".join(p.stdout.decode().split())
         assert p.returncode in (0, 1) and head in out, out[:1500]
-        assert "sglang · prefill node · GLM-5.2-MXFP4" in out and "sglang · decode node · GLM-5.2-MXFP4" in out
+        assert "sglang · prefill node 1 · GLM-5.2-MXFP4" in out and "sglang · decode node 1 · GLM-5.2-MXFP4" in out
 
 
 def test_a_failed_kv_hand_off_is_found_on_both_nodes_and_said_for_the_system(tmp_path):

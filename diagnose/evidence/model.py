@@ -169,6 +169,9 @@ class Evidence:
         self.year_guessed: dict[str, int] = {}   # source → year assumed for its year-less timestamps
         self.last_seen = None                    # newest sample time (live Prometheus: replica-down)
         self.instances: set[str] = set()         # Prometheus `instance` labels seen in this input
+        self.instance_roles: dict[str, str] = {}  # instance -> prefill / decode (SGLang's `engine_type` label)
+        self.instance_facts: dict[str, dict] = {}   # instance -> its own engine and model (from its series)
+        self.instance_values: dict[str, dict] = {}  # instance -> its whole-window figures (window_*, lifetime_*)
         self.targets: dict = {}                  # SLO targets given as an input file
         self.bench_points: list[dict] = []       # load-test runs (sources/formats/bench_files.py), one per load level and file
         self.nccl_comms: dict[int, int] = {}    # NCCL communicator size (nRanks) → most nodes it spans (nNodes)
@@ -234,6 +237,11 @@ class Evidence:
         self.hosts |= other.hosts
         self.ray_ips |= other.ray_ips
         self.instances |= other.instances
+        self.instance_roles.update(other.instance_roles)
+        for inst, d in other.instance_facts.items():
+            self.instance_facts.setdefault(inst, {}).update(d)
+        for inst, d in other.instance_values.items():
+            self.instance_values.setdefault(inst, {}).update(d)
         self.gpu_rows.extend(other.gpu_rows)
         for i, d in other.gpu_info.items():
             self.gpu_info.setdefault(i, {}).update({k: v for k, v in d.items() if v is not None})

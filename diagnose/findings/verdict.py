@@ -109,11 +109,19 @@ def _decide(values: dict, findings: list) -> dict:
         return out("unknown", stalled + ["no periodic engine stats in the input (runtime bottleneck cannot be judged)"],
                    "start-up" if stalled else "none")
     if v.get("single_scrape"):
-        return out("unknown", ["a single metrics scrape: configuration and current state only (no trend, no steady window)"],
-                   "one scrape")
+        # Its counters and histograms hold the server's whole life: said as such.
+        life = [f"{fmt(v['lifetime_requests'])} requests"] if v.get("lifetime_requests") is not None else []
+        life += [f"{label} mean {fmt(v[f'lifetime_{kind}_mean_s'])} s" for kind, label in
+                 (("ttft", "TTFT"), ("e2e", "end-to-end"), ("itl", "ITL")) if v.get(f"lifetime_{kind}_mean_s") is not None]
+        return out("unknown", ["a single metrics scrape: configuration and current state only (no trend, no steady window)",
+                               ("since the server started: " + ", ".join(life)) if life else None], "one scrape")
     if v.get("activity_unknown"):
         return out("unknown", ["no running/waiting requests, throughput or latency in these series: whether it "
                                "served at all is unknown (not idle)"], "none")
+    served = v.get("requests_in_window")     # a histogram's count grew: requests finished, whatever the gauges said
+    if v.get("too_few_samples") and served is not None and served > 2:
+        return out("unknown", [f"{fmt(served)} requests finished in the window, but only {v.get('busy_samples')} "
+                               f"stats sample(s) with work: too few to judge a steady state (not idle)"])
     if v.get("too_few_samples") and (v.get("busy_running_max") or 0) <= 1 and not v.get("busy_waiting_max") and not failed:
         busy = (f"at most {fmt(v.get('busy_running_max'))} running, none waiting")
         return out("idle", [(f"{v.get('idle_samples')} idle stats samples; only {v.get('busy_samples')} with any work ({busy})"
@@ -122,7 +130,10 @@ def _decide(values: dict, findings: list) -> dict:
     if v.get("too_few_samples"):
         return out("unknown", [f"only {v.get('steady_samples')} busy stats sample(s): too few to judge a steady state"])
     if v.get("all_idle"):
-        return out("idle", [f"{v.get('idle_samples')} stats samples, all with 0 running / 0 waiting and no throughput"])
+        # Only what was measured is said: a gauge the input lacks is unknown, not 0.
+        said = [x for x, k in (("0 running", "running_known"), ("0 waiting", "waiting_known"),
+                               ("no throughput", "gen_tps_known")) if v.get(k, True)]
+        return out("idle", [f"{v.get('idle_samples')} stats samples, all with " + (" / ".join(said) or "no work")])
     kv = f"KV usage p95 {fmt(v.get('kv_usage_p95'))} %" if v.get("kv_usage_p95") is not None else None
     if kv and (v.get("kv_spread_max") or 0) >= 10:      # DP engines: the fullest, and how far apart they run
         kv += f" (the fullest data-parallel engine; engines up to {fmt(v['kv_spread_max'])} points apart)"
@@ -134,11 +145,15 @@ def _decide(values: dict, findings: list) -> dict:
         return out("kv-capacity-bound", [evicted, kv, wait])
     if "concurrency-cap" in fired or "queue-buildup" in fired:
         return out("queue-saturated", [wait, run, kv])
-    if (v.get("waiting_mean") or 0) >= 1 and (v.get("running_mean") or 0) > 0:
+    # A queue needs requests running beside it, or waiting that lasts (most samples): one burst
+    # of arrivals caught by a scrape while nothing ran is not a saturated server.
+    sustained = (v.get("waiting_nonzero_share") or 0) >= 0.5
+    if (v.get("waiting_mean") or 0) >= 1 and ((v.get("running_mean") or 0) > 0 or sustained):
         # Requests waited while others ran, and no rule names why: said, so that the verdict does
         # not stand above "No findings" unexplained.
         return out("queue-saturated", [wait, "no rule names a cause: not held at the max_num_seqs cap for long, "
-                                       "KV cache not full (see the timeline)", run])
+                                       "KV cache not full (see the timeline)" if (v.get("running_mean") or 0) > 0 else
+                                       "requests waited in most samples while none ran: the server admits no work", run])
     if "prefill-bound" in fired:
         share = v.get("prefill_time_share")
         if v.get("prefill_time_mean_s") is not None:       # measured (stage histograms) beats estimated

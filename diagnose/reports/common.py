@@ -52,20 +52,23 @@ def window_rows(signals: dict | None) -> list[tuple[str, str]]:
     that fell in the lowest bucket is shown as the bound it is ("≤ 0.3")."""
     sig = signals or {}
     rows = []
-    for kind, label in WINDOW_FIGURES:
-        parts = []
-        for qn in ("mean", "p50", "p95", "p99"):
-            e = sig.get(f"{kind}_{qn}_window")
-            if e and e.get("value") is not None:
-                parts.append(f"{qn} {'≤ ' if e.get('at_most') else ''}{fmt(e['value'])}")
-        if parts:
-            rows.append((label, " · ".join(parts) + " s"))
-    e = sig.get("prompt_tokens_per_request_window")
-    if e:
-        rows.append(("prompt length", f"{fmt(e['value'])} tokens per request"))
-    e = sig.get("prefix_cache_hit_window")
-    if e:
-        rows.append(("prefix-cache hit rate", f"{fmt(e['value'])} % of prompt tokens"))
+    # A quantile past the top bucket is known only to exceed it ("> top bucket 30").
+    for over, said in (("window", ""), ("lifetime", " (since the server started)")):
+        for kind, label in WINDOW_FIGURES:
+            parts = []
+            for qn in ("mean", "p50", "p95", "p99"):
+                e = sig.get(f"{kind}_{qn}_{over}")
+                if e and e.get("value") is not None:
+                    bound = "≤ " if e.get("at_most") else "> top bucket " if e.get("above_top_bucket") else ""
+                    parts.append(f"{qn} {bound}{fmt(e['value'])}")
+            if parts:
+                rows.append((label + said, " · ".join(parts) + " s"))
+        e = sig.get(f"prompt_tokens_per_request_{over}")
+        if e:
+            rows.append(("prompt length" + said, f"{fmt(e['value'])} tokens per request"))
+        e = sig.get(f"prefix_cache_hit_{over}")
+        if e:
+            rows.append(("prefix-cache hit rate" + said, f"{fmt(e['value'])} % of prompt tokens"))
     return rows
 
 
@@ -178,7 +181,8 @@ def coverage_summary(inp: dict) -> str:
 def coverage_detail(inp: dict) -> str:
     """`3,272 lines, 99 % read — vLLM log 6–3,272; …`: coverage_summary without the path."""
     cov = inp.get("coverage")
-    text = f"{_n(inp['lines'])} lines"
+    # A live Prometheus gives series sampled at each step, not lines.
+    text = f"{_n(inp['lines'])} " + ("time steps of its series" if inp.get("kind") == "prometheus" else "lines")
     if cov and cov.get("share") is not None:
         text += f", {round(cov['share'] * 100)} % read" + (" (estimated from samples)" if cov.get("sampled_lines") else "")
         regs = regions_text(cov)
@@ -289,8 +293,17 @@ def deployment_label(data: dict) -> str:
         nodes = (data.get("verdict") or {}).get("nodes") or []
         bits = [f"disaggregated deployment of {len(nodes)} nodes ({', '.join(nodes)})", dep.get("engine") or "unknown engine"]
         return " · ".join(bits + ([model_id(dep["model"])] if dep.get("model") else []))
+    if data.get("instance") == "fleet":            # the fleet view: what its replicas are
+        n = len((data.get("verdict") or {}).get("ranking") or [])
+        return " · ".join([f"fleet of {n} replicas", dep.get("engine") or "unknown engine"]
+                          + ([model_id(dep["model"])] if dep.get("model") else []))
     bits = [dep.get("engine") or "unknown engine"]
-    if dep.get("node_role") in ("prefill", "decode"):
+    inst = data.get("instance")
+    if inst and inst.startswith(("prefill node", "decode node")):
+        bits.append(inst)                          # a disaggregated deployment's node: its role and which one
+    elif inst and not any(inst in (i.get("path") or "") for i in data.get("inputs") or []):
+        bits.append(inst)                          # a replica of a saved fleet scrape: which one
+    if dep.get("node_role") in ("prefill", "decode") and not (inst or "").startswith(("prefill node", "decode node")):
         bits.append(f"{dep['node_role']} node")
     if dep.get("model"):
         bits.append(model_id(dep["model"]))
@@ -319,7 +332,11 @@ def run_heading(parts: list[dict]) -> str:
     systems = [d for d in parts if d.get("instance") == "disaggregated"]
     if len(systems) == 1 and len(parts) == 1 + len((systems[0].get("verdict") or {}).get("nodes") or []):
         nodes = systems[0]["verdict"]["nodes"]
-        roles = [n.split(" node")[0] for n in nodes]
+        roles = systems[0]["verdict"].get("roles") or [n.split(" node")[0] for n in nodes]
         return (f"1 disaggregated deployment: {roles.count('prefill')} prefill + {roles.count('decode')} decode node(s)"
                 " — the system first (its pools side by side), then each node, diagnosed for its role")
+    fleets = [d for d in parts if d.get("instance") == "fleet"]
+    if len(fleets) == 1 and parts[0] is fleets[0] and len(parts) == 1 + len((fleets[0].get("verdict") or {}).get("ranking") or []):
+        return (f"1 {deployment_label(fleets[0])}"
+                " — the fleet view first (replicas side by side), then each replica")
     return f"{len(parts)} deployments (different servers, or different settings: each diagnosed on its own below)"

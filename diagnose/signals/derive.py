@@ -526,6 +526,32 @@ def _merge_dp_ticks(cols: dict) -> dict:
     return out
 
 
+def _lifetime(ev: Evidence, s: Signals) -> None:
+    """One scrape: its counters and histograms hold everything since the server started — said
+    as such (JSON `lifetime`), never as this window's figures."""
+    vals = {k[len("lifetime_"):]: x[0] for k, x in ev.values.items() if k.startswith("lifetime_") and x}
+    if not vals:
+        return
+    v = s.values
+    if vals.get("requests") is not None:
+        v["lifetime_requests"] = round(vals["requests"])
+    for kind in ("ttft", "itl", "queue_time", "prefill_time", "decode_time", "e2e"):
+        for qn in ("mean", "p50", "p95", "p99"):
+            if vals.get(f"{kind}_{qn}") is None:
+                continue
+            v[f"lifetime_{kind}_{qn}_s"] = round(vals[f"{kind}_{qn}"], 4)
+            e = s.key_stats[f"{kind}_{qn}_lifetime"] = {"value": round(vals[f"{kind}_{qn}"], 4),
+                                                        "over": "since the server started (one scrape)"}
+            if vals.get(f"{kind}_{qn}_above"):
+                e["above_top_bucket"] = True
+            if vals.get(f"{kind}_{qn}_at_most"):
+                e["at_most"] = True
+    for col, name in (("prompt_len", "prompt_tokens_per_request"), ("prefix_hit", "prefix_cache_hit")):
+        if vals.get(col) is not None:
+            v[f"lifetime_{col}"] = round(vals[col], 1)
+            s.key_stats[f"{name}_lifetime"] = {"value": round(vals[col], 1), "over": "since the server started (one scrape)"}
+
+
 def _runtime(ev: Evidence, s: Signals) -> None:
     v = s.values
     v["stats_samples"] = len(ev.stats_rows)
@@ -536,6 +562,12 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     # one scrape is all there is of the run only when nothing else (a log's stats) gives samples
     v["single_scrape"] = bool(ev.counters.get("single_scrape")) and len(ev.stats_rows) <= 1
     v["paused_peak"] = ev.counters.get("paused_peak", 0)
+    # Requests that finished in the window (a histogram's count grew): work, whatever the gauges
+    # said at the moments they were scraped.
+    w = ev.values.get("window_requests")
+    if w:
+        v["requests_in_window"] = round(w[0])
+    _lifetime(ev, s)
     if not ev.stats_rows:
         v["steady_samples"] = 0
         return
@@ -574,15 +606,19 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     elif says_preemptions:
         v["preemptions_total"] = 0
     for col in ("running", "waiting", "kv_usage", "gen_tps"):
-        s.timeline[col] = [0.0 if x is None else x for x in df[col]]
+        if any(x is not None for x in df[col]):    # a series the input lacks is not drawn as zeros
+            s.timeline[col] = [0.0 if x is None else x for x in df[col]]
     if not busy_idx:
         v["steady_samples"] = 0
         v["all_idle"] = True
         # Idle is a state too: record it so a later run can be compared with this one.
+        # (What was measured, never zeros in its place: 0.4 tokens/s of a probe stays 0.4.)
         for name, col in (("running", "running"), ("waiting", "waiting"), ("generation_throughput", "gen_tps")):
             x = _known(df[col])
+            v[f"{col}_known"] = bool(x)
             if x:
-                s.key_stats[name] = {"mean": 0.0, "std": 0.0, "n": len(x), "p50": 0.0, "p95": 0.0}
+                s.key_stats[name] = {"mean": round(statistics.fmean(x), 3), "std": round(_stdev(x) or 0.0, 3),
+                                     "n": len(x), "p50": round(_quantile(x, 0.5), 3), "p95": round(_quantile(x, 0.95), 3)}
         return
     v["all_idle"] = False
     # Bursts at the cap, over every busy sample: running and waiting are gauges, true at the moment
@@ -653,6 +689,8 @@ def _runtime(ev: Evidence, s: Signals) -> None:
             s.key_stats[f"{col}_window"] = {"value": round(w[0], 4), "over": "the whole window (histogram increase)"}
             if ev.values.get(f"window_{col}_at_most"):
                 s.key_stats[f"{col}_window"]["at_most"] = True
+            if ev.values.get(f"window_{col}_above"):      # in the +Inf bucket: the top bound is a floor
+                s.key_stats[f"{col}_window"]["above_top_bucket"] = True
     both = [(i, r) for i, r in zip(st["itl_p50"], st["running"]) if i is not None and r is not None]
     if len(both) >= 6:
         itl, running = [b[0] for b in both], [b[1] for b in both]
@@ -667,6 +705,8 @@ def _runtime(ev: Evidence, s: Signals) -> None:
                 s.key_stats[f"{kind}_{qn}_window"] = {"value": round(w[0], 4), "over": "the whole window (histogram increase)"}
             if w and ev.values.get(f"window_{kind}_{qn}_at_most"):     # within the lowest bucket: a bound
                 s.key_stats[f"{kind}_{qn}_window"]["at_most"] = True
+            if w and ev.values.get(f"window_{kind}_{qn}_above"):       # in the +Inf bucket: a floor
+                s.key_stats[f"{kind}_{qn}_window"]["above_top_bucket"] = True
     # Prompt length and prefix-cache hit rate over the window: the totals divided.
     w = ev.values.get("window_prompt_len")
     if w:

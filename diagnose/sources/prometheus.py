@@ -61,12 +61,106 @@ def instance_of(labels: dict) -> str:
     return labels.get("instance") or labels.get("pod") or labels.get("hostname") or labels.get("Hostname") or ""
 
 
-# -- samples, from a file (formats/metrics_text.py, formats/query_range.py) or a live server --
+def _role(labels: dict, inst: str, ev: Evidence, source, line, name: str) -> None:
+    """SGLang labels each series with its node's half of the work (`engine_type`: prefill, decode or
+    unified): a disaggregated node's role, per instance."""
+    role = labels.get("engine_type")
+    if role in ("prefill", "decode"):
+        if inst:
+            ev.instance_roles.setdefault(inst, role)
+        ev.set_fact("node_role", role, source, line, f"engine_type label on {name}", override=False)
+
+
+# Labelled gauges by name: [(label, value, stats column or "fact:NAME", scale, how)]
+LABELLED = {}
+for (_m, _lab), _spec in LABELLED_GAUGES.items():
+    _k, _, _v = _lab.partition("=")
+    LABELLED.setdefault(_m, []).append((_k, _v.strip('"'), *_spec))
+# Columns a counter (or a pair of counters) measures: where the input has the counter, a gauge of
+# the same column (SGLang's gen_throughput, vLLM V0's avg_generation_throughput_toks_per_s and
+# gpu_prefix_cache_hit_rate) is only the fallback — added on top, it counted the tokens twice.
+RATE_COLS = {col for col, how in COUNTERS.values() if how == "rate"} | {col for col, _ in RATIOS.values()}
+INT_FACTS = ("max_num_seqs", "kv_cache_tokens", "max_model_len", "max_sessions", "max_queue_depth", "max_num_batched_tokens")
+QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+
+
+def model_of(name: str, labels: dict) -> str | None:
+    """The served model a series names: `model_name` (vLLM, SGLang 0.3.6+, trtllm-serve); SGLang's
+    first metrics said `name` (which `func_latency_seconds` uses for a function's name); Dynamo's
+    frontend and Triton say `model`."""
+    if labels.get("model_name"):
+        return labels["model_name"]
+    if name.startswith("sglang") and "func_latency" not in name:
+        return labels.get("name") or None
+    if name.startswith(("nv_", "trtllm", "dynamo_")):
+        return labels.get("model") or None
+    return None
+
+
+def engine_of(name: str) -> str | None:
+    return next((e for p, e in ENGINE_OF if name.startswith(p)), None)
+
+
+def _put(row: dict, col: str, value: float, how: str) -> None:
+    if how == "sum":
+        row[col] = (row.get(col) or 0) + value
+    elif how == "max" and row.get(col) is not None:
+        row[col] = max(row[col], value)
+    else:
+        row[col] = value
+
+
+def finish_row(row: dict) -> None:
+    """What every path does to a row last: Triton's KV usage before v0.18 (no `fraction`) is its
+    used blocks over its max blocks; the helper columns go."""
+    used, most = row.pop("_kv_used", None), row.pop("_kv_max", None)
+    if row.get("kv_usage") is None and used is not None and most:
+        row["kv_usage"] = used / most * 100
+
+
+def quantiles(buckets: list[tuple[float, float]]) -> dict[str, tuple[float, str | None]]:
+    """p50/p95/p99 of cumulative (le, count) buckets → {qn: (value, bound)}: bound "at_most" when
+    the rank falls in the lowest bucket (the estimate there is a guess between 0 and its bound),
+    "above" when it falls in the +Inf bucket (the value is the top bucket's bound, a floor)."""
+    out = {}
+    buckets = sorted(buckets)
+    if not buckets or buckets[-1][1] <= 0:
+        return out
+    first = buckets[0][0]
+    finite = [c for le, c in buckets if le != math.inf]
+    for qn, qv in QUANTILES:
+        val = histogram_quantile(qv, buckets)
+        if val is None:
+            continue
+        bound = None
+        if finite and qv * buckets[-1][1] > finite[-1] and buckets[-1][0] == math.inf:
+            bound = "above"
+        elif first != math.inf and val <= first:
+            val, bound = first, "at_most"
+        out[qn] = (val, bound)
+    return out
+
+
+def put_window(values: dict, prefix: str, kind: str, qs: dict) -> None:
+    for qn, (val, bound) in qs.items():
+        values[f"{prefix}_{kind}_{qn}"] = [val]
+        if bound:
+            values[f"{prefix}_{kind}_{qn}_{bound}"] = [1.0]
+
+
+def _increase(points: list[float]) -> float:
+    """A counter's growth over its samples in order; a drop is a restart (counting from zero)."""
+    return math.fsum((b - a) if b >= a else b for a, b in zip(points, points[1:]))
+
+
+# -- samples, from a file (formats/metrics_text.py, formats/query_range.py) or a sampled endpoint --
 def from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> None:
-    """Raw samples of one file → stats rows (one per scrape/time) and facts."""
+    """Raw samples of one input → stats rows (one per scrape/time), facts, and the figures of the
+    whole window (or, for one scrape, of the server's lifetime) — what a live Prometheus gives."""
     rows: dict = {}
     counters: dict = {}
-    buckets: dict = {}
+    buckets: dict = {}           # (family, instance) -> {(scrape, time): {le: [count, row key]}}
+    sums: dict = {}              # (family, instance, "sum"|"count") -> {(scrape, time): value}
     engines = set()
     for scrape, ts, name, labels, value, line in samples:
         # A damaged scrape can say `NaN`, `+Inf`, `1e309` or 400 digits for a value, or carry a timestamp no
@@ -76,44 +170,56 @@ def from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> N
         if ts is not None and not (0 < ts < MAX_TS):
             ts = None
         fam = _family(name)
-        for prefix, eng in ENGINE_OF:
-            if name.startswith(prefix):
-                engines.add(eng)
+        eng = engine_of(name)
+        if eng:
+            engines.add(eng)
         when = datetime.fromtimestamp(ts, tz=timezone.utc).replace(tzinfo=None) if ts else None
         inst = instance_of(labels)
         if inst:
             ev.instances.add(inst)
+        mine = ev.instance_facts.setdefault(inst, {})
+        if eng:
+            mine.setdefault("engine", eng)
         key = (scrape, when, inst)
         row = rows.setdefault(key, {"time": when, "source": source, "line": line, "engine_idx": 0, "instance": inst})
-        model = labels.get("model_name") or (labels.get("name") if name.startswith("sglang") else None) \
-            or (labels.get("model") if name.startswith(("nv_", "trtllm")) else None)
+        model = model_of(name, labels)
         if model:
             ev.set_fact("model", model, source, line, f"model label on {name}", override=False)
+            mine.setdefault("model", model)
+        _role(labels, inst, ev, source, line, name)
         if name.endswith("cache_config_info"):
             _cache_config(labels, source, line, ev)
             continue
         if name in GAUGES and GAUGES[name][0]:
             col, scale, how = GAUGES[name]
-            if how == "sum":
-                row[col] = (row.get(col) or 0) + value * scale
-            elif how == "max" and row.get(col) is not None:
-                row[col] = max(row[col], value * scale)
-            else:
-                row[col] = value * scale
+            if value >= 0:       # -1 is "no data yet" (vLLM V0's hit rate), not a measurement
+                _put(row.setdefault("_gauge", {}) if col in RATE_COLS else row, col, value * scale, how)
         elif name in FACT_GAUGES:
             ev.set_fact(FACT_GAUGES[name], value if FACT_GAUGES[name] != "max_num_seqs" else int(value), source, line,
                         f"{name} = {value:g}")
         elif name in COUNTERS or name in RATIO_PARTS:
             counters.setdefault((name, tuple(sorted(labels.items()))), []).append((when, scrape, value, key))
-        elif fam in HISTOGRAMS and name.endswith("_bucket") and "le" in labels:
-            rest = tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
-            try:
-                le = float(labels["le"])   # "+Inf" included; a damaged label (`+Inv`) drops the bucket
-            except ValueError:
+        elif fam in HISTOGRAMS or fam in STAGE_HISTOGRAMS:
+            if name.endswith("_bucket") and "le" in labels:
+                try:
+                    le = float(labels["le"])   # "+Inf" included; a damaged label (`+Inv`) drops the bucket
+                except ValueError:
+                    continue
+                if le != le:
+                    continue
+                cell = buckets.setdefault((fam, inst), {}).setdefault((scrape, when), {}).setdefault(le, [0.0, key])
+                cell[0] += value
+            elif name.endswith(("_sum", "_count")):
+                per = sums.setdefault((fam, inst, name.rpartition("_")[2]), {})
+                per[(scrape, when)] = per.get((scrape, when), 0.0) + value
+        for k, v, col, scale, how in LABELLED.get(name, ()):
+            if labels.get(k) != v or value < 0:
                 continue
-            if le != le:
-                continue
-            buckets.setdefault((fam, rest), {}).setdefault((scrape, when), {})[le] = (value, key)
+            if col.startswith("fact:"):
+                f = col[5:]
+                ev.set_fact(f, int(value) if f in INT_FACTS else value, source, line, f'{name}{{{k}="{v}"}} = {value:g}')
+            else:
+                _put(row, col, value * scale, how)
     # counters → rates between consecutive scrapes that carry times
     for (name, _), pts in counters.items():
         pts.sort(key=lambda p: (p[1], p[0] or datetime.min))
@@ -130,29 +236,85 @@ def from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> N
                 elif t0 and t1 and t1 > t0:
                     rows[key1][col] = (rows[key1].get(col) or 0) + (v1 - v0) / (t1 - t0).total_seconds()
     # histogram buckets → quantiles of what happened between consecutive scrapes
-    for (fam, _), per_scrape in buckets.items():
-        kind = HISTOGRAMS[fam]
+    for (fam, inst), per_scrape in buckets.items():
+        kind = HISTOGRAMS.get(fam)
+        if kind is None:
+            continue
         ordered = sorted(per_scrape.items(), key=lambda kv: (kv[0][0], kv[0][1] or datetime.min))
         for (_, prev), (_, cur) in zip(ordered, ordered[1:]):
-            deltas = sorted((le, cur[le][0] - prev.get(le, (0, None))[0]) for le in cur)
+            deltas = [(le, c - prev.get(le, (0, None))[0]) for le, (c, _) in cur.items()]
             key1 = next(iter(cur.values()))[1]
-            for qn, qv in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
-                x = histogram_quantile(qv, deltas)
-                if x is not None:
-                    rows[key1][f"{kind}_{qn}"] = x
+            for qn, (x, _) in quantiles(deltas).items():
+                rows[key1][f"{kind}_{qn}"] = x
     for key in sorted(rows, key=lambda k: (k[2], k[0], k[1] or datetime.min)):
         r = rows[key]
         for col, (num, den) in (r.pop("_ratio", None) or {}).items():
             if den > 0:          # nothing asked in the interval: unknown, not 0 %
                 r[col] = num / den * RATIO_SCALE[col]
+    # A gauge of a counter's column only where the counter gave no rate for that instance.
+    measured = {(k[2], c) for k, r in rows.items() for c in RATE_COLS if r.get(c) is not None}
+    for key in sorted(rows, key=lambda k: (k[2], k[0], k[1] or datetime.min)):
+        r = rows[key]
+        for col, x in (r.pop("_gauge", None) or {}).items():
+            if (key[2], col) not in measured:
+                r[col] = x
+        finish_row(r)
         if any(r.get(c) is not None for c in ("running", "waiting", "kv_usage", "gen_tps")):
             ev.add_stats(r)
-    if len(rows) <= 1:
+    scrapes = {(k[0], k[1]) for k in rows}
+    _whole(ev, buckets, sums, counters, lifetime=len(scrapes) <= 1)
+    if len(scrapes) <= 1:
         info.errors.append("a single scrape: configuration and current state only, no trends or rates")
         ev.counters["single_scrape"] = 1
     if engines:
         info.engine = sorted(engines)[0] if len(engines) == 1 else sorted(engines)[0]
         ev.set_fact("engine", info.engine, override=False)
+
+
+def _whole(ev: Evidence, buckets: dict, sums: dict, counters: dict, lifetime: bool) -> None:
+    """The figures a live Prometheus reads off a histogram's or counter's increase over the whole
+    window (quantiles, means, ratios, requests finished) — or, from one scrape, off the totals
+    since the server started (`lifetime_*`)."""
+    prefix = "lifetime" if lifetime else "window"
+    per_inst: dict[str, dict] = {}
+
+    def order(d: dict) -> list:
+        return [v for _, v in sorted(d.items(), key=lambda kv: (kv[0][0], kv[0][1] or datetime.min))]
+
+    def grown(points: list[float]) -> float:
+        return points[-1] if lifetime else _increase(points)
+
+    for (fam, inst), per_scrape in buckets.items():
+        kind = HISTOGRAMS.get(fam) or STAGE_HISTOGRAMS[fam]
+        les = sorted({le for cur in per_scrape.values() for le in cur})
+        cells = order(per_scrape)
+        inc = [(le, grown([c.get(le, [0.0])[0] for c in cells])) for le in les]
+        put_window(per_inst.setdefault(inst, {}), prefix, kind, quantiles(inc))
+    for (fam, inst, part), per_scrape in sums.items():
+        if part != "count":
+            continue
+        total = sums.get((fam, inst, "sum"))
+        n = grown(order(per_scrape))
+        kind = HISTOGRAMS.get(fam) or STAGE_HISTOGRAMS[fam]
+        vals = per_inst.setdefault(inst, {})
+        if total is not None and n > 0:
+            vals[f"{prefix}_{kind}_mean"] = [grown(order(total)) / n]
+        if kind in ("e2e", "ttft"):     # requests that finished (or got a first token) in the window
+            vals[f"{prefix}_requests"] = [max(n, (vals.get(f"{prefix}_requests") or [0])[0])]
+    # ratios of two counters over the window (prefix-cache hits, prompt length)
+    grow: dict = {}
+    for (name, labels), pts in counters.items():
+        inst = instance_of(dict(labels))
+        pts = sorted(pts, key=lambda p: (p[1], p[0] or datetime.min))
+        grow[(name, inst)] = grow.get((name, inst), 0.0) + grown([p[2] for p in pts])
+    for (num, den), (col, scale) in RATIOS.items():
+        for (name, inst), d in grow.items():
+            if name == den and (num, inst) in grow and d > 0:
+                per_inst.setdefault(inst, {})[f"{prefix}_{col}"] = [grow[(num, inst)] / d * scale]
+    for inst, vals in per_inst.items():
+        ev.instance_values.setdefault(inst, {}).update(vals)
+        if len(ev.instances) <= 1:
+            ev.values.update(vals)
 
 
 def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
@@ -468,37 +630,42 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
         interval = _scrape_interval(pc, names, sel_for, end) or DEFAULT_SCRAPE_S
         win = f"{int(max(4 * interval, step_s + interval))}s"
         plan = []
+        # A counter's rate is the column; a gauge of the same column only where no counter is.
+        counted = {col for m, (col, how) in COUNTERS.items() if how == "rate" and m in names} | \
+            {col for (num, den), (col, _) in RATIOS.items() if num in names and den in names}
         for m, (col, scale, how) in GAUGES.items():
-            if m in names and col:
-                plan.append((col, f"{how} by ({by}) ({sel_for(m)}) * {scale}", m))
+            if m in names and col and col not in counted:
+                # `>= 0`: -1 is "no data yet" (vLLM V0's hit rate), not a measurement
+                plan.append((col, f"{how} by ({by}) ({sel_for(m)} >= 0) * {scale}", m))
         for (m, lab), (col, scale, how) in LABELLED_GAUGES.items():
             if m in names:
                 sel = f"{m}{{{inner + ',' if inner else ''}{lab}}}"
-                plan.append((col, f"{how} by ({by}) ({sel}) * {scale}", m))
-        # The served model of each instance: the aggregations above drop the model_name label
-        # (Dynamo's frontend calls it `model`; Triton's `model` is its own model name, not this).
-        probe = next((m for m in GAUGES if m in names and GAUGES[m][0]), None)
-        if probe:
-            plan.append(("label:model", f"count by ({by}, model_name) ({sel_for(probe)})", probe))
-        if probe:
+                plan.append((col, f"{how} by ({by}) ({sel} >= 0) * {scale}", m))
+        # One probe per engine (and per shared family): in a mixed fleet each replica's model, up
+        # and restarts come from its own engine's series, not from the first engine's.
+        probes: dict[str, str] = {}
+        for m in [*GAUGES, *(m for m, _ in LABELLED_GAUGES)]:
+            if m in names:
+                probes.setdefault(engine_of(m) or m.partition("_")[0], m)
+        for probe in probes.values():
+            # The served model of each instance: the aggregations above drop its label.
+            plan.append(("label:model", f"count by ({by}, model_name, model, name, engine_type) ({sel_for(probe)})", probe))
             # When each instance was really last scraped: a range query repeats the last sample for
             # Prometheus' 5-minute lookback, which hid a replica gone for 7 minutes.
             plan.append(("seen:", f"max by ({by}) (timestamp({sel_for(probe)}))", probe))
-        if "up" in names and probe:
+        if "up" in names and probes:
             # Targets Prometheus scraped and found down: one down for the whole window has no
             # engine series at all, and would vanish from the fleet without this. Only the jobs
             # that scrape engines (not node exporters and the like).
             up_sel = f"up{{{inner}}}" if inner else "up"
-            plan.append(("up:", f"max by ({by}) ({up_sel} and on (job) count by (job) ({sel_for(probe)}))", "up"))
-        if "process_start_time_seconds" in names and probe:
+            jobs = " or ".join(f"count by (job) ({sel_for(p_)})" for p_ in probes.values())
+            plan.append(("up:", f"max by ({by}) ({up_sel} and on (job) ({jobs}))", "up"))
+        if "process_start_time_seconds" in names and probes:
             # Restarts: the process start time of each engine's instance changes (counters began
             # again at zero there; a gap before it is a restart, not a replica lost).
             st_sel = f"process_start_time_seconds{{{inner}}}" if inner else "process_start_time_seconds"
-            plan.append(("start:", f"max by ({by}) ({st_sel} and on ({by}) group by ({by}) ({sel_for(probe)}))",
-                         "process_start_time_seconds"))
-        if "dynamo_frontend_inflight_requests" in names:
-            plan.append(("label:model", f"count by ({by}, model) ({sel_for('dynamo_frontend_inflight_requests')})",
-                         "dynamo_frontend_inflight_requests"))
+            groups = " or ".join(f"group by ({by}) ({sel_for(p_)})" for p_ in probes.values())
+            plan.append(("start:", f"max by ({by}) ({st_sel} and on ({by}) ({groups}))", "process_start_time_seconds"))
         for m, (col, how) in COUNTERS.items():
             if m in names:
                 if how == "rate":
@@ -545,12 +712,13 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
                 labels = series.get("metric", {})
                 inst = instance_of(labels) or "all"
                 ev = fetched.setdefault(inst, Evidence())
-                eng = next((e for p, e in ENGINE_OF if metric.startswith(p)), None)
+                eng = engine_of(metric)
                 if eng:
                     ev.set_fact("engine", eng, override=False)
-                model = labels.get("model_name") or (labels.get("model") if metric.startswith("dynamo_") else None)
+                model = model_of(metric, labels)
                 if model:
                     ev.set_fact("model", model, url, None, f"model label ({metric})", override=False)
+                _role(labels, inst, ev, url, None, metric)
                 if col.startswith("info:"):
                     _cache_config(labels, url, 1, ev)
                     continue
@@ -600,6 +768,7 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
                     row = rows.setdefault((inst, when), {"time": when, "source": url, "line": None, "engine_idx": 0})
                     row[col] = v
         for (inst, when), row in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+            finish_row(row)
             fetched[inst].add_stats(row)
             fetched[inst].last_seen = when
         for inst in down_all:
@@ -641,6 +810,14 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
                 continue
             if fam + "_sum" in names and fam + "_count" in names:
                 window_ratio(fam + "_sum", fam + "_count", f"{kind}_mean")
+            if kind in ("ttft", "e2e") and fam + "_count" in names:
+                # Requests that finished (or got a first token) in the window: work, whatever
+                # the gauges said at the moments they were scraped.
+                for series in instant(f"sum by ({by}) (increase({sel_for(fam + '_count')}[{whole}]))"):
+                    inst, val = instance_of(series.get("metric", {})) or "all", _finite((series.get("value") or [None, None])[1])
+                    if inst in fetched and val is not None:
+                        have = fetched[inst].values.get("window_requests") or [0.0]
+                        fetched[inst].values["window_requests"] = [max(val, have[0])]
             # One query for the buckets' increase; the three quantiles are read off it here.
             result = instant(f"sum by (le, {by}) (increase({sel_for(fam + '_bucket')}[{whole}]))")
             per_inst: dict[str, list] = {}
@@ -652,19 +829,8 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
                 if le is not None and c is not None:
                     per_inst.setdefault(instance_of(labels) or "all", []).append((le, c))
             for inst, buckets in per_inst.items():
-                if inst not in fetched:
-                    continue
-                buckets.sort()
-                first = buckets[0][0]
-                for qn, qv in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
-                    val = histogram_quantile(qv, buckets)
-                    if val is not None:
-                        # Inside the lowest bucket the estimate is a guess between 0 and its bound
-                        # (a 2 ms queue reads as 0.15 s in a [0, 0.3] bucket): the bound is what is known.
-                        if first != math.inf and val <= first:
-                            val = first
-                            fetched[inst].values[f"window_{kind}_{qn}_at_most"] = [1.0]
-                        fetched[inst].values[f"window_{kind}_{qn}"] = [val]
+                if inst in fetched:      # a bound where the rank is in the lowest or the +Inf bucket
+                    put_window(fetched[inst].values, "window", kind, quantiles(buckets))
         # Prefix-cache hit rate and prompt length over the whole window (totals divided, not a
         # mean of per-step ratios: a quiet step weighs what it asked).
         for (num, den), (col, scale) in RATIOS.items():
@@ -685,11 +851,15 @@ DEFAULT_SCRAPE_S = 60.0        # when the samples do not tell: a window sized fo
 def _scrape_interval(pc, names: set, sel_for, end: datetime) -> float | None:
     """The scrape interval, read off the raw samples of one gauge over the last 10 minutes of the
     window (the median spacing): rate windows are sized from it."""
-    probe = next((m for m in GAUGES if m in names), None)
-    if probe is None:
+    # Every known gauge at once: the first one the server has may belong to another engine than
+    # the one --match selects (its answer empty, the interval then guessed at 60 s).
+    present = [m for m in GAUGES if m in names]
+    if not present:
         return None
+    sel = sel_for("__x__").replace("__x__{", "{").replace("__x__", "{}")
+    sel = sel[:-1] + ("," if sel != "{}" else "") + f'__name__=~"{"|".join(present)}"}}'
     try:
-        result = pc.custom_query(f"{sel_for(probe)}[10m]", params={"time": f"{end.timestamp():.3f}"})
+        result = pc.custom_query(f"{sel}[10m]", params={"time": f"{end.timestamp():.3f}"})
     except Exception:          # a failure here is reported by the range queries that follow
         return None
     gaps = []

@@ -33,6 +33,9 @@ ENGINE = Engine(
         ("nv_trt_llm_request_metrics", 'request_type="waiting"'): ("waiting", 1, "sum"),
         ("nv_trt_llm_kv_cache_block_metrics", 'kv_cache_block_type="fraction"'): ("kv_usage", 100, "max"),
         ("nv_trt_llm_request_metrics", 'request_type="max"'): ("fact:max_num_seqs", 1, "max"),
+        # before v0.18 no `fraction`: KV usage is used blocks over max blocks (prometheus.finish_row)
+        ("nv_trt_llm_kv_cache_block_metrics", 'kv_cache_block_type="used"'): ("_kv_used", 1, "sum"),
+        ("nv_trt_llm_kv_cache_block_metrics", 'kv_cache_block_type="max"'): ("_kv_max", 1, "sum"),
     },
     counters={"trtllm_generation_tokens_total": ("gen_tps", "rate"), "trtllm_prompt_tokens_total": ("prompt_tps", "rate")},
     ratios={("trtllm_prompt_cached_tokens_total", "trtllm_prompt_tokens_total"): ("prefix_hit", 100)},

@@ -31,6 +31,9 @@ ENGINE = Engine(
         "vllm:kv_cache_usage_perc": ("kv_usage", 100, "max"), "vllm:gpu_cache_usage_perc": ("kv_usage", 100, "max"),
         "vllm:num_requests_swapped": ("swapped", 1, "sum"),
         "vllm:gpu_prefix_cache_hit_rate": ("prefix_hit", 100, "avg"),
+        # V0 (to 0.6.6): the logged averages; the token counters' rates win where both are read
+        "vllm:avg_generation_throughput_toks_per_s": ("gen_tps", 1, "sum"),
+        "vllm:avg_prompt_throughput_toks_per_s": ("prompt_tps", 1, "sum"),
     },
     counters={
         "vllm:generation_tokens_total": ("gen_tps", "rate"), "vllm:prompt_tokens_total": ("prompt_tps", "rate"),

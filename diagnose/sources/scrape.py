@@ -1,0 +1,78 @@
+"""A bare `/metrics` endpoint sampled over time (`diagnose --scrape URL --for 60s`): each scrape's
+samples are stamped with the time it was taken and written as Prometheus text, so the rates come
+from the saved samples exactly as from any saved scrape file (one derivation, one set of numbers);
+`--save FILE` keeps them."""
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+from .prometheus import MAX_ANSWER_BYTES, METRIC_LINE, AnswerTooBig, BoundedSession, OutOfTime, PromError, _request_error
+
+MAX_SCRAPES = 10_000
+
+
+def is_metrics_url(url: str) -> bool:
+    """A URL that names an exporter's page, not a Prometheus server."""
+    return url.split("?", 1)[0].rstrip("/").endswith("/metrics")
+
+
+def _stamped(text: str, ms: int, first: bool) -> list[str]:
+    """The scrape's sample lines with its time appended (a sample that carries its own keeps it);
+    HELP/TYPE only from the first scrape; `# EOF` dropped (it would mark seconds, not ms)."""
+    out = []
+    for line in text.splitlines():
+        s = line.strip()
+        if not s:
+            continue
+        if s.startswith("#"):
+            if first and s.startswith(("# HELP ", "# TYPE ")):
+                out.append(s)
+            continue
+        m = METRIC_LINE.match(s)
+        if m:
+            out.append(s if m.group("ts") else f"{s} {ms}")
+    return out
+
+
+def sample(url: str, seconds: float, every: float, path: str, timeout: float = 10.0, say=None) -> int:
+    """GET `url` every `every` seconds for `seconds` seconds (each request within `timeout`, all of
+    them within the sampling time plus one timeout), appending each scrape to `path`. Returns the
+    scrapes taken. Raises PromError (one line) when the first scrape fails or is no /metrics page."""
+    session = BoundedSession(timeout, seconds + 2 * timeout)
+    end = time.monotonic() + seconds
+    taken = 0
+    with open(path, "w", encoding="utf-8") as fh:
+        while taken < MAX_SCRAPES:
+            t0 = time.monotonic()
+            try:
+                r = session.request("GET", url, headers={"Accept": "text/plain;version=0.0.4"})
+                if r.status_code != 200:
+                    raise PromError(f"{url}: HTTP {r.status_code} from the /metrics endpoint")
+                text = r.content[:MAX_ANSWER_BYTES].decode("utf-8", "replace")
+            except PromError:
+                if not taken:
+                    raise
+                break
+            except (AnswerTooBig, OutOfTime, OSError, ValueError) as e:
+                if not taken:
+                    raise _request_error(e, url, timeout) from None
+                break                    # a later failure ends the sampling; what was taken stands
+            except Exception as e:       # requests' own errors (ConnectionError, …)
+                if not taken:
+                    raise _request_error(e, url, timeout) from None
+                break
+            ms = int(datetime.now(timezone.utc).timestamp() * 1000)
+            lines = _stamped(text, ms, taken == 0)
+            if not taken and not any(not ln.startswith("#") for ln in lines):
+                raise PromError(f"{url}: no metric samples in the answer (is it a /metrics page?)")
+            fh.write("\n".join(lines) + "\n")
+            fh.flush()
+            taken += 1
+            if say:
+                say(taken)
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(left, max(0.0, every - (time.monotonic() - t0))))
+    return taken
