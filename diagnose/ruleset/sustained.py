@@ -49,10 +49,10 @@ def evaluate_sustained(spec: dict, names: dict, samples: dict | None) -> dict:
         return out
     times = samples.get("time") or [None] * n
     flags = []
+    row = dict(names)               # one copy of the signals; each sample overwrites its columns
+    cols = [(c, samples.get(c)) for c in COLUMNS]
     for i in range(n):
-        row = dict(names)
-        for c in COLUMNS:
-            col = samples.get(c)
+        for c, col in cols:
             row[c] = col[i] if col is not None else None
         x = evaluate(spec["when"], row)
         flags.append(not is_unknown(x) and bool(x))

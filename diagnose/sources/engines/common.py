@@ -96,7 +96,10 @@ KV_XFER_FAIL = re.compile(
     r"(?:Prefill|Decode|KV) transfer failed|Transfer Return Error|Failed to complete transfers?|"
     r"NIXL\w* (?:transfer|xfer)\w* (?:failed|error)|Releasing expired KV blocks|"
     r"KV ?cache (?:transfer|transmission) (?:failed|timed out|error)|Error in kv ?cache transfer")
-KV_XFER_HINTS = ("ransfer", "KV pull", "KV load", "kvcache", "expired KV", "ransmission")
+# Literal text those lines hold, as one search each (every line passes here: a C-level scan, not a
+# Python loop over the hints).
+KV_XFER_HINTS_RE = re.compile("ransfer|KV pull|KV load|kvcache|expired KV|ransmission")
+DISAGG_HINTS_RE = re.compile("isaggregation|kv_role|prefill-worker|kv_connector")
 KV_FAILED_REQS = re.compile(r"Failing (?P<n>\d+) request\(s\) due to KV load failure")
 MAX_PREFIXES = 100_000
 PROBE_PATHS = ("/metrics", "/health", "/ping", "/v1/models", "/version", "/load")
@@ -115,7 +118,7 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
         _exception_line(msg, line, ev, life, when)     # not consumed: OOM and KV wordings below read it too
     if line.ip:
         ev.ray_ips.add(line.ip)
-    if "isaggregation" in msg or "kv_role" in msg or "prefill-worker" in msg or "kv_connector" in msg:
+    if DISAGG_HINTS_RE.search(msg):
         m = NODE_ROLE.search(msg) if "node_role" not in ev.facts else None
         if m:
             role = (m.group("mode") or "").lower() or {"producer": "prefill", "consumer": "decode"}.get(m.group("kv") or "", "prefill")
@@ -123,7 +126,7 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
         m = KV_CONNECTOR.search(msg) if "kv_connector" not in ev.facts else None
         if m:
             ev.set_fact("kv_connector", m.group("c") or m.group("b"), src, n, line.raw[:300])
-    if any(h in msg for h in KV_XFER_HINTS) and KV_XFER_FAIL.search(msg):
+    if KV_XFER_HINTS_RE.search(msg) and KV_XFER_FAIL.search(msg):
         m = KV_FAILED_REQS.search(msg)
         ev.add_event("kv_transfer_failure", src, n, lambda: redact(line.raw), when,
                      requests=int(m.group("n")) if m else None)
