@@ -76,12 +76,19 @@ def seed_kind(p: Path):
     ev = load_bytes(head_of(p), "clean-" + p.name)
     if ev is None or not ev.inputs[0].recognised_lines:
         return None
+    # a head that is a job's shell trace (`+ …` lines read as a Markdown list) is no log alone
+    if _clean_analysis(p) is None:
+        return None
     return ev.inputs[0].kind, ev.inputs[0].engine, ev.inputs[0].lines
 
 
 @lru_cache(maxsize=None)
+def _clean_analysis(p: Path):
+    return analyze_bytes(head_of(p), "clean-" + p.name)
+
+
 def clean_findings(p: Path) -> frozenset:
-    return findings(analyze_bytes(head_of(p), "clean-" + p.name))
+    return findings(_clean_analysis(p))
 
 
 def seeds_of(kind_prefix: str | tuple) -> list[Path]:

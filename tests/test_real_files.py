@@ -186,6 +186,32 @@ def test_one_server_restarted_in_one_file_is_one_deployment_with_its_launches():
     assert second["launches"][0]["first_line"] > first["launches"][-1]["last_line"]
 
 
+def test_a_restart_loop_of_hundreds_is_one_deployment_read_as_its_first_launches_are(tmp_path):
+    """The same two servers' launches alternating 120 times (a crash-and-restart loop of a job that
+    starts them in turn): past loading.FOLD_AFTER launches each one that ends joins the earlier
+    launch of its server as it is read, so memory stays per line; what the report says is what it
+    says of the first few launches: two deployments, their facts unmixed, every launch listed."""
+    from diagnose.sources.loading import FOLD_AFTER, read_input
+    from diagnose.sources.readers.files import Input
+    a = "".join(lines(REAL / "vllm-baodangtrandev-v0-qwen14b-conc155.log"))
+    few, many = tmp_path / "few.log", tmp_path / "many.log"
+    few.write_text(a * 2)
+    many.write_text(a * 60)
+    d_few, d_many = report(few), report(many)
+    assert len(analyses(d_many)) == len(analyses(d_few)) == 2
+    for x, y in zip(analyses(d_few), analyses(d_many)):
+        assert summary(x) == summary(y)
+        for k in ("model", "gpu_memory_utilization", "max_num_seqs", "kv_cache_tokens"):
+            assert x["deployment"].get(k) == y["deployment"].get(k), k
+        launched = [p for p in y["launches"] if p["launch_line"]]
+        assert len(launched) == len([p for p in x["launches"] if p["launch_line"]]) * 30
+        firsts = [p["first_line"] for p in y["launches"]]
+        assert firsts == sorted(firsts)
+    r = read_input(Input(str(many), str(many)))
+    assert len(r.pieces) <= FOLD_AFTER + 2          # not one per launch
+    assert r.info.launches == 300
+
+
 # -- captures and results inside a log -----------------------------------------------------------
 def test_captures_inside_a_log_are_read_as_their_own_regions(tmp_path):
     """A job that prints `nvidia-smi dmon`, `topo -m` and a Prometheus scrape after its server's log."""
@@ -232,3 +258,35 @@ def test_stop_wordings_are_no_crash_and_a_dead_engine_leads_the_verdict():
     crashed = report(REAL / "vllm-safetyresearch-gptoss-20b-tp8-slurm-triton-import-crash.log")
     assert crashed["verdict"]["bottleneck"] == "crashed"
     assert summary(crashed)[0][0] == "engine-crash"
+
+
+# -- a TensorRT-LLM server behind a setup script -----------------------------------------------------
+TRT_SPARK = REAL / "trtllm-jeansblog-gptoss-120b-dgx-spark-startup.log"
+TRT_AUTODEPLOY = REAL / "trtllm-jeansblog-nemotron3-nano-autodeploy-dgx-spark-startup.log"
+
+
+def test_a_library_logging_in_sglangs_shape_before_a_trtllm_server_is_not_called_sglang():
+    """`[2025-12-20 04:19:59] INFO config.py:54: PyTorch version … available.` is SGLang's line shape,
+    written here by another library inside a trtllm-serve start-up: no SGLang region is reported."""
+    d = report(TRT_SPARK)
+    kinds = {r["kind"] for r in d["inputs"][0]["coverage"]["regions"]}
+    assert "sglang" not in kinds and "trtllm" in kinds, kinds
+    dep = d["deployment"]
+    # no argument names the model: the Hugging Face cache path of its checkpoint does
+    assert dep["model"] == "openai/gpt-oss-120b"
+    # `PyTorchConfig(… use_cuda_graph=True …)`, `AttentionRuntimeFeatures(chunked_prefill=False …)`
+    assert dep["enforce_eager"] is False and dep["chunked_prefill"] is False
+    assert {"kv-capacity-low", "chunked-prefill-off"} <= {f["id"] for f in d["findings"]}
+    # 63.32 GiB of MXFP4 weights measured: the size is not re-estimated from the name at 2 bytes a parameter
+    assert dep["weights_gib_replica"] < 70
+
+
+def test_autodeploy_lines_are_read_and_its_stand_in_kv_pool_is_no_capacity():
+    """`[TRT-LLM AUTO-DEPLOY] [RANK 0] [I] [SequenceInfo:] …` gives the limits; the pool sized after
+    `Using fake cache manager` (an SSM model) is not reported as KV capacity."""
+    d = report(TRT_AUTODEPLOY)
+    dep = d["deployment"]
+    assert (dep["max_num_seqs"], dep["max_model_len"], dep["max_num_batched_tokens"]) == (64, 16384, 8192)
+    assert dep["tensor_parallel_size"] == 1          # world_size=1
+    assert dep.get("kv_cache_tokens") is None
+    assert not {"kv-capacity-low", "engine-crash"} & {f["id"] for f in d["findings"]}

@@ -163,6 +163,9 @@ def derive_facts(ev: Evidence) -> None:
     if f("max_concurrency") is None and f("kv_cache_tokens") and f("max_model_len"):
         ev.set_fact("max_concurrency", round(f("kv_cache_tokens") / f("max_model_len"), 2),
                     text="(KV cache tokens ÷ max model length)")
+    snap = ev.events.get("hf_snapshot")
+    if f("model") is None and snap:      # no argument named the model: the checkpoint's cache path does
+        ev.set_fact("model", snap[0].data["model"], snap[0].source, snap[0].line, snap[0].text)
     tp, pp, dp = f("tensor_parallel_size"), f("pipeline_parallel_size"), f("data_parallel_size")
     if tp is None and f("world_size_logged"):
         ev.set_fact("tensor_parallel_size", f("world_size_logged"), text="(MPI size: TP × PP ranks; TP assumed)")

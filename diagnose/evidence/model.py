@@ -104,16 +104,41 @@ class Rows(list):
         self.order: dict = {}       # id(row) -> its number in its series (only once thinning began)
         self.dropped = 0
         self._pending = False       # the last row is off the stride: replaced by the next one
+        self.shared: list = [self]  # Rows that share `cap` (the launches of one input: share())
+
+    def share(self, other: "Rows") -> None:
+        """Hold `other`'s rows and these within one cap: an input's launches, read one after the
+        other, take no more memory together than one launch may (the largest is thinned first)."""
+        if other.shared is not self.shared:
+            self.shared.extend(other.shared)
+            for r in other.shared:
+                r.shared = self.shared
+
+    def leave(self) -> None:
+        """No longer held within the shared cap (its rows were taken by another Evidence)."""
+        if len(self.shared) > 1:
+            self.shared.remove(self)
+            self.shared = [self]
+
+    def _used(self) -> int:
+        return len(self) if len(self.shared) == 1 else sum(len(r) for r in self.shared)
 
     def append(self, row) -> None:
-        if self.stride == 1 and len(self) < self.cap:
+        if self.stride == 1 and self._used() < self.cap:
             list.append(self, row)
             return
         if self._pending:
             self.order.pop(id(self.pop()), None)
             self.dropped += 1
-        if self.stride == 1 or len(self) >= self.cap:
-            self._thin()            # before the new row goes in: it stays last whatever is dropped
+        if self.stride == 1 or self._used() >= self.cap:
+            victim = max(self.shared, key=len)
+            if victim is not self and len(victim) > len(self):
+                victim._thin()      # an earlier launch's rows, evenly thinned: this one goes on as it was
+                if self.stride == 1:
+                    list.append(self, row)
+                    return
+            else:
+                self._thin()        # before the new row goes in: it stays last whatever is dropped
         k = self.key(row)
         n = self.seen.get(k, 0)
         self.seen[k] = n + 1

@@ -247,6 +247,9 @@ def _by_source(parts: list[dict]) -> dict:
     return out
 
 
+SPANS_SHOWN = 6      # launches of one input listed before "… N more …" (and its last two)
+
+
 def launches_text(data: dict) -> str | None:
     """`4 launches — a.log lines 10–155, 157–331 (stopped), …`: where a deployment was read from,
     when that is not simply its inputs whole."""
@@ -258,8 +261,12 @@ def launches_text(data: dict) -> str | None:
         parts = launched        # a piece without its launch (a client's stray line) is no launch of it
     out = []
     for src, ps in _by_source(parts).items():
-        spans = ", ".join(f"{_n(p['first_line'])}–{_n(p['last_line'])}" + (f" [{p['stream']}]" if p.get("stream") else "")
-                          + (f" ({p['ending']})" if p.get("ending") else "") for p in ps)
+        shown = ps if len(ps) <= SPANS_SHOWN + 2 else ps[:SPANS_SHOWN] + ps[-2:]
+        spans = [f"{_n(p['first_line'])}–{_n(p['last_line'])}" + (f" [{p['stream']}]" if p.get("stream") else "")
+                 + (f" ({p['ending']})" if p.get("ending") else "") for p in shown]
+        if len(shown) < len(ps):        # a restart loop of thousands: its first launches and its last
+            spans[SPANS_SHOWN:SPANS_SHOWN] = [f"… {_n(len(ps) - len(shown))} more …"]
+        spans = ", ".join(spans)
         out.append(f"{src} lines {spans}")
     if len(launched) > 1:
         return f"{len(parts)} launches of this server — " + "; ".join(out)

@@ -18,7 +18,8 @@ from ..evidence.model import Evidence, FACT_NAMES, EXTRA_FACTS
 
 # Bytes per parameter by quantization / dtype, for weight-size estimates from a parameter count.
 BYTES_PER_PARAM = {"fp8": 1.0, "int8": 1.0, "awq": 0.55, "gptq": 0.55, "awq_marlin": 0.55,
-                   "gptq_marlin": 0.55, "bitsandbytes": 0.55, "float32": 4.0}
+                   "gptq_marlin": 0.55, "bitsandbytes": 0.55, "float32": 4.0,
+                   "mxfp4": 0.55, "nvfp4": 0.55, "fp4": 0.55}
 # Starts only at the first digit of a number: tried at every digit, a long run of them was quadratic.
 PARAMS_RX = re.compile(r"(?<![\d.])(?:(?P<experts>\d+)x)?(?P<b>\d+(?:\.\d+)?)[Bb](?![a-zA-Z])")
 GIB_PER_GB = 1e9 / 2**30
@@ -308,7 +309,9 @@ def _model_size(ev: Evidence, v: dict) -> None:
         # Quantized checkpoints often say their precision only in their name, including those
         # whose method names a container, not a width (compressed-tensors, modelopt).
         low = name.lower()
-        q = "awq" if re.search(r"awq|gptq|4bit|int4|w4a16|nf4", low) else "fp8" if re.search(r"fp8|int8|w8a8", low) else q
+        # (gpt-oss is published only with MXFP4 expert weights)
+        q = ("awq" if re.search(r"awq|gptq|4bit|int4|w4a16|nf4", low) else "mxfp4" if re.search(r"fp4|gpt-oss", low)
+             else "fp8" if re.search(r"fp8|int8|w8a8", low) else q)
     bpp = BYTES_PER_PARAM.get(q, 4.0 if v.get("dtype") == "float32" else 2.0)
     v["bytes_per_param"] = bpp
     # The model's size from the model (its name's parameter count × bytes per parameter) before

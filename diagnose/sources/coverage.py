@@ -120,9 +120,16 @@ class Coverage:
         self.span_known = self.span_other = 0
         self._pend_known = self._pend_other = 0
         self._engine_seen = False
+        self._read_regions: set[int] = set()    # id() of regions where an engine's parser read a line
 
     # -- filling ------------------------------------------------------------------------
-    def line(self, n: int, kind: str | None, text: str = "") -> None:
+    def line(self, n: int, kind: str | None, text: str = "", read: bool = False) -> None:
+        """`read`: an engine's parser understood the line (not its header alone)."""
+        self._line(n, kind, text)
+        if read and self.regions:
+            self._read_regions.add(id(self.regions[-1]))
+
+    def _line(self, n: int, kind: str | None, text: str = "") -> None:
         prev, self._prev = self._prev, kind
         if kind is None:
             if not text.strip():
@@ -216,6 +223,18 @@ class Coverage:
         for reg in self.regions:
             if reg[0] == "log":
                 reg[0] = "text log"
+        # Lines in one engine's header shape of which that engine read nothing, in a file whose
+        # lines another engine read, are another library's logger with the same shape
+        # (`[2025-12-20 04:19:59] INFO config.py:54: …` before a TensorRT-LLM log): not that engine's.
+        read = {reg[0] for reg in self.regions if id(reg) in self._read_regions}
+        if read:
+            for reg in self.regions:
+                if reg[0] in ENGINE_KINDS and reg[0] not in read and id(reg) not in self._read_regions:
+                    self.by_kind[reg[0]] = self.by_kind.get(reg[0], 0) - reg[3]
+                    if self.by_kind[reg[0]] <= 0:
+                        del self.by_kind[reg[0]]
+                    self.by_kind[SHARED] = self.by_kind.get(SHARED, 0) + reg[3]
+                    reg[0] = "text log"
 
     # -- reading ---------------------------------------------------------------------------
     @property

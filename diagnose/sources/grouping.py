@@ -19,15 +19,9 @@ from __future__ import annotations
 from ..evidence.finish import finish
 from ..values import model_id
 from ..evidence.model import Evidence
-from .launches import Piece
+from .launches import IDENTITY, Piece, compatible, identity  # noqa: F401  (IDENTITY: the reports' import)
 from .loading import Read, read_input
 from .readers.files import Input, InputError
-
-# Launch settings that tell two servers apart (normalized fact names).
-IDENTITY = ("model", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_num_seqs",
-            "max_num_batched_tokens", "max_model_len", "gpu_memory_utilization", "cuda_graphs", "kv_cache_dtype",
-            "quantization", "speculative", "port")
-
 
 class Skipped:
     """An input left out of a run of several, and why (one line for the reports)."""
@@ -103,33 +97,13 @@ def not_an_input(r: Read) -> str | None:
     return None
 
 
-def identity(ev: Evidence) -> dict:
-    d = {}
-    for k in IDENTITY:
-        v = ev.fact(k)
-        if v is None and k == "port":
-            v = (ev.settings.get("launch_args") or {}).get("port") if isinstance(ev.settings.get("launch_args"), dict) else None
-        if v is None:
-            continue
-        if k == "model":
-            v = model_id(v).rsplit("/", 1)[-1].lower()
-        elif isinstance(v, float) and v.is_integer():
-            v = int(v)
-        d[k] = v
-    return d
-
-
-def compatible(a: dict, b: dict) -> bool:
-    return all(a[k] == b[k] for k in a.keys() & b.keys())
-
-
 class _Dep:
     def __init__(self, piece: Piece, r: Read) -> None:
         self.pieces = [piece]
         self.reads = [r]
         self.engine = piece.ev.fact("engine")
         self.identity = identity(piece.ev)
-        self.t0, self.t1 = piece.t_first, piece.t_last
+        self.t0, self.t1 = piece.span()
         self.stats = bool(piece.ev.stats_rows) and bool(piece.engine_lines)
 
     def add(self, piece: Piece, r: Read) -> None:
@@ -139,15 +113,17 @@ class _Dep:
         self.engine = self.engine or piece.ev.fact("engine")
         for k, v in identity(piece.ev).items():
             self.identity.setdefault(k, v)
-        if piece.t_first is not None:
-            self.t0 = piece.t_first if self.t0 is None else min(self.t0, piece.t_first)
-            self.t1 = piece.t_last if self.t1 is None else max(self.t1, piece.t_last)
+        lo, hi = piece.span()
+        if lo is not None:
+            self.t0 = lo if self.t0 is None else min(self.t0, lo)
+            self.t1 = hi if self.t1 is None else max(self.t1, hi)
         self.stats = self.stats or (bool(piece.ev.stats_rows) and bool(piece.engine_lines))
 
     def overlaps(self, piece: Piece) -> bool:
-        if None in (self.t0, self.t1, piece.t_first, piece.t_last):
+        lo, hi = piece.span()
+        if None in (self.t0, self.t1, lo, hi):
             return False
-        return piece.t_first <= self.t1 and self.t0 <= piece.t_last
+        return lo <= self.t1 and self.t0 <= hi
 
 
 def assemble(reads: list[Read], skipped: list[Skipped] | None = None) -> list[tuple[list[Piece], list[Read]]]:
@@ -275,5 +251,10 @@ def merge(pieces: list[Piece]) -> Evidence:
             ev.absorb(p.ev, facts=False)
     # the server's own pieces (its launches, its processes' logs); configs, scrapes and captures
     # attached to it are its inputs, not launches
-    ev.parts = [p.describe() for p in pieces if p.first is not None and (p.engine_lines or len(pieces) == 1)]
+    parts = [d for p in pieces if p.first is not None and (p.engine_lines or len(pieces) == 1) for d in p.parts()]
+    # launches folded into an earlier one (loading.FOLD_AFTER) back in their place in their input
+    at = {}
+    for d in parts:
+        at.setdefault(d["source"], len(at))
+    ev.parts = sorted(parts, key=lambda d: (at[d["source"]], d["first_line"] or 0))
     return ev

@@ -23,6 +23,7 @@ import re
 from datetime import timedelta
 
 from ..evidence.model import Evidence
+from ..values import model_id
 from .engines import ENGINES
 from .engines.common import finish_lifecycle
 
@@ -30,6 +31,52 @@ GAP = timedelta(minutes=10)
 # A silence this long, ended by a stop (SIGTERM, a scheduler's cancel): a start-up that stalled
 # (an NCCL rendezvous, a placement group) when the server never said it was ready.
 QUIET_S = 600
+
+# Launch settings that tell two servers apart (normalized fact names).
+IDENTITY = ("model", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_num_seqs",
+            "max_num_batched_tokens", "max_model_len", "gpu_memory_utilization", "cuda_graphs", "kv_cache_dtype",
+            "quantization", "speculative", "port")
+
+
+def identity(ev: Evidence) -> dict:
+    d = {}
+    for k in IDENTITY:
+        v = ev.fact(k)
+        if v is None and k == "port":
+            v = (ev.settings.get("launch_args") or {}).get("port") if isinstance(ev.settings.get("launch_args"), dict) else None
+        if v is None:
+            continue
+        if k == "model":
+            v = model_id(v).rsplit("/", 1)[-1].lower()
+        elif isinstance(v, float) and v.is_integer():
+            v = int(v)
+        d[k] = v
+    return d
+
+
+def compatible(a: dict, b: dict) -> bool:
+    return all(a[k] == b[k] for k in a.keys() & b.keys())
+
+
+def _engine(p: "Piece"):
+    """A piece's engine: its fact once finished, else the engine most of its lines were read by."""
+    return p.ev.fact("engine") or (max(p.engine_lines, key=p.engine_lines.get) if p.engine_lines else None)
+
+
+def fold_target(pieces: list, done: "Piece") -> "Piece | None":
+    """The earlier launch of the same stream that `done` belongs with, as grouping.assemble would
+    decide: the one before it when `done` never launched (lines after a launch), else the first of
+    the same engine whose settings agree with its (unknowns agree with anything)."""
+    engine, ident = _engine(done), identity(done.ev)
+    mine = [p for p in pieces if p is not done and p.stream == done.stream and p.engine_lines and p.index < done.index]
+    if not done.launched and mine:
+        mine = mine[-1:]
+    for p in mine:
+        e = _engine(p)
+        if (not e or not engine or e == engine) and compatible(ident, identity(p.ev)):
+            return p
+    return None
+
 
 # (engine, compiled pattern, once per launch?)
 MARKERS = tuple((name, re.compile(src), per_launch) for name, e in ENGINES.items()
@@ -71,6 +118,12 @@ class Piece:
         self.t_first = self.t_last = None
         self.last_t = None              # (time, line, text) of the last line with a time
         self.quiet = None               # the latest silence of QUIET_S or more: (last_t before it, when it ended)
+        self.finished = False
+        # Launches of the same server folded into this one (a restart loop of thousands: loading.FOLD_AFTER):
+        # where each was, and the time all of them span.
+        self.folded: list[dict] = []
+        self.folded_launches = 0
+        self.t_lo = self.t_hi = None
 
     # -- state ------------------------------------------------------------------------------
     @property
@@ -158,8 +211,37 @@ class Piece:
             self.last_t = (when, n, raw)
             self.t_last = when
 
+    def span(self) -> tuple:
+        """The time this piece and the launches folded into it cover."""
+        lo = min((t for t in (self.t_first, self.t_lo) if t is not None), default=None)
+        hi = max((t for t in (self.t_last, self.t_hi) if t is not None), default=None)
+        return lo, hi
+
+    def fold(self, done: "Piece") -> None:
+        """Take in a finished launch of the same server: its evidence (bounded as when read, see
+        Evidence.absorb), its place among the launches, its time; the piece itself is dropped."""
+        self.ev.absorb(done.ev)
+        done.ev.stats_rows.leave()
+        done.ev.gpu_rows.leave()
+        self.folded.extend(done.parts())
+        self.folded_launches += int(done.launched) + done.folded_launches
+        for e, n in done.engine_lines.items():
+            self.engine_lines[e] = self.engine_lines.get(e, 0) + n
+        lo, hi = done.span()
+        if lo is not None:
+            self.t_lo = lo if self.t_lo is None else min(self.t_lo, lo)
+            self.t_hi = hi if self.t_hi is None else max(self.t_hi, hi)
+
+    def parts(self) -> list[dict]:
+        return [self.describe()] + self.folded
+
     def finish(self, clock_guessed: bool, base_year: int) -> None:
         ev, src = self.ev, self.src
+        if self.finished:           # finished early, to be folded into an earlier launch
+            if clock_guessed:
+                ev.year_guessed[src] = base_year
+            return
+        self.finished = True
         for r in ev.gpu_rows:           # no launch came: a capture alone, its rows are samples
             r.pop("before", None)
         if self.quiet is not None:

@@ -26,7 +26,7 @@ from .coverage import Coverage, classify, expected_by
 from .engines import ENGINES
 from .engines.common import ACCESS_BYTES, REQUEST_BYTES, feed_common
 from .formats import json_lines
-from .launches import Piece, marker
+from .launches import Piece, fold_target, marker
 from .readers.files import Input, InputError, read_ahead
 from .readers.lineprefix import Clock, peel
 from .readers.progress import advancer, counted, progress_bar
@@ -44,6 +44,12 @@ ENGINE_OF_FMT = {fmt: name for name, e in ENGINES.items() for fmt in e.formats}
 EXACT_BYTES = 1024 * 1024
 SAMPLE_WINDOWS = 8
 SAMPLE_BYTES = 8 * 1024
+
+
+# Launches of one input kept as pieces of their own. Past this many, each launch that ends joins
+# the earlier one of the same server (same engine, compatible settings) it would be grouped with:
+# memory and time stay per line, not per launch, in a restart loop of thousands.
+FOLD_AFTER = 32
 
 
 class Read:
@@ -158,6 +164,7 @@ class _State:
         self.piece = self.pieces[0]         # the piece of the last line read
         self.readers = [f.reader(self.src, info) for f in formats.LINE_FORMATS]
         self.region = None
+        self.made = 1                       # pieces made (their index), folded ones included
 
     def ev(self) -> Evidence:
         return self.piece.ev
@@ -175,15 +182,32 @@ class _State:
                 p = base
                 p.stream = key
             else:
-                p = Piece(self.src, len(self.pieces), key, ev=None if self.split else self.pieces[0].ev)
+                p = Piece(self.src, self.made, key, ev=None if self.split else self.pieces[0].ev)
+                self.made += 1
+                self._share(p)
                 self.pieces.append(p)
             self.current[key] = p
         return p
 
-    def new_launch(self, old: Piece) -> Piece:
-        p = Piece(self.src, len(self.pieces), old.stream)
+    def _share(self, p: Piece) -> None:
+        """An input's launches hold their samples within one launch's bound (Rows.share)."""
+        first = self.pieces[0].ev
+        if p.ev is not first:
+            first.stats_rows.share(p.ev.stats_rows)
+            first.gpu_rows.share(p.ev.gpu_rows)
+
+    def new_launch(self, old: Piece, clock: Clock) -> Piece:
+        p = Piece(self.src, self.made, old.stream)
+        self.made += 1
+        self._share(p)
         self.pieces.append(p)
         self.current[old.stream] = p
+        if len(self.pieces) > FOLD_AFTER and old.engine_lines:
+            old.finish(clock.guessed, clock.base_year)
+            into = fold_target(self.pieces, old)
+            if into is not None:
+                into.fold(old)
+                self.pieces.remove(old)
         return p
 
 
@@ -295,7 +319,7 @@ def _lines(inp: Input, first: bytes, blocks, year, into, sniffing: bool, started
     else:
         info.engine = next((p.ev.fact("engine") for p in pieces if p.ev.fact("engine")), None)
     info.kind = _kind(cov)
-    info.launches = sum(1 for p in pieces if p.launched)
+    info.launches = sum(int(p.launched) + p.folded_launches for p in pieces)
     return Read(info, pieces)
 
 
@@ -363,7 +387,7 @@ def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bo
         if m is not None:
             engine, key, per_launch = m
             if st.split and piece.starts_new(key, per_launch, line.proc, when):
-                piece = st.new_launch(piece)
+                piece = st.new_launch(piece, clock)
             piece.mark(key, per_launch, line.proc, n, line.raw)
     st.piece = piece
     piece.saw(n, when, line.raw)
@@ -376,7 +400,7 @@ def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bo
             piece.engine_lines[p.engine] = piece.engine_lines.get(p.engine, 0) + 1
             if piece.first_engine is None:
                 piece.first_engine = n
-            cov.line(n, p.engine, line.raw)
+            cov.line(n, p.engine, line.raw, read=True)
             return
     e = expected_by(line.msg)
     if e is not None:

@@ -101,6 +101,9 @@ KV_XFER_FAIL = re.compile(
 KV_XFER_HINTS_RE = re.compile("ransfer|KV pull|KV load|kvcache|expired KV|ransmission")
 DISAGG_HINTS_RE = re.compile("isaggregation|kv_role|prefill-worker|kv_connector")
 KV_FAILED_REQS = re.compile(r"Failing (?P<n>\d+) request\(s\) due to KV load failure")
+# A Hugging Face hub cache path names the checkpoint (`models--openai--gpt-oss-120b/snapshots/…`):
+# the model where no argument says it (trtllm-serve prints none). Used only when nothing else names it.
+HF_SNAPSHOT = re.compile(r"models--(?P<org>[\w.]+(?:-[\w.]+)*)--(?P<name>[\w.\-]{1,200})/snapshots/")
 MAX_PREFIXES = 100_000
 PROBE_PATHS = ("/metrics", "/health", "/ping", "/v1/models", "/version", "/load")
 
@@ -118,6 +121,12 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
         _exception_line(msg, line, ev, life, when)     # not consumed: OOM and KV wordings below read it too
     if line.ip:
         ev.ray_ips.add(line.ip)
+    if "/snapshots/" in msg and "model" not in ev.facts and "hf_snapshot" not in ev.events:
+        m = HF_SNAPSHOT.search(msg)
+        if m:
+            ev.add_event("hf_snapshot", src, n, line.raw[:300], when, model=f"{m.group('org')}/{m.group('name')}")
+            if msg.strip().startswith("/") and " " not in msg.strip():
+                return True      # the bare path a script echoes: nothing else in it
     if DISAGG_HINTS_RE.search(msg):
         m = NODE_ROLE.search(msg) if "node_role" not in ev.facts else None
         if m:

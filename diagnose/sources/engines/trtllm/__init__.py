@@ -16,7 +16,7 @@ ENGINE = Engine(
     process_start=r"TensorRT[- ]LLM version: \d",
     expects=("elapsed_time = ",),
     # (Triton's glog header is every glog user's — Mooncake's, NCCL plugins' —: not proof alone)
-    shape=r"\[TensorRT-LLM\]\[[A-Z]+\]|\[TRT(?:-LLM)?\] (?:\[(?:MPI_Rank|RANK) \d+\] )?\[[A-Z]\]|^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ (?:libtensorrtllm|model_lifecycle|python_be|tensorrt_llm)[\w.]*:\d+\] ",
+    shape=r"\[TensorRT-LLM\]\[[A-Z]+\]|\[TRT(?:-LLM(?: [A-Z][A-Z\-]*)?)?\] (?:\[(?:MPI_Rank|RANK) \d+\] )?\[[A-Z]\]|^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ (?:libtensorrtllm|model_lifecycle|python_be|tensorrt_llm)[\w.]*:\d+\] ",
     # NVIDIA Dynamo's TensorRT-LLM workers: `[TensorRTLLMWorker:1] Received signal 15, initiating graceful shutdown`
     # and tritonserver's own: `Signal (15) received.`, `Waiting for in-flight requests to complete.`
     stopping=r"initiating graceful shutdown|^Signal \((?:2|15)\) received\.|Waiting for in-flight requests to complete",

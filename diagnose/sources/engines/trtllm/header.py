@@ -6,11 +6,12 @@ import re
 from .. import Header
 
 # `[TensorRT-LLM][INFO] `, `[TensorRT-LLM][INFO][3] `, `[08/07/2025-02:28:51] [TRT-LLM] [I] `,
-# `[..] [TRT-LLM] [RANK 1] [I] `, `[..] [TRT] [I] `, `04-28-2025 09:56:44.123456 [TRT-LLM] [I] [batchmgr] [RANK 0] `
+# `[..] [TRT-LLM] [RANK 1] [I] `, `[..] [TRT] [I] `, `04-28-2025 09:56:44.123456 [TRT-LLM] [I] [batchmgr] [RANK 0] `,
+# and a sub-logger's tag: `[..] [TRT-LLM AUTO-DEPLOY] [RANK 0] [I] ` (the AutoDeploy backend)
 HEADER = re.compile(
     r"^(?:\[TensorRT-LLM\]\[(?P<lvl1>[A-Z]+)\](?:\[\d+\])? "
     r"|(?:\[(?P<d1>\d\d/\d\d/\d{4})-(?P<t1>\d\d:\d\d:\d\d)\] |(?P<d2>\d\d-\d\d-\d{4}) (?P<t2>\d\d:\d\d:\d\d)(?:\.\d+)? )"
-    r"\[(?:TRT-LLM|TRT)\](?: \[(?:MPI_Rank|RANK) \d+\])? \[(?P<lvl2>[A-Z])\](?: \[[\w ]+\])?(?: \[RANK \d+\])? )")
+    r"\[(?:TRT-LLM(?: [A-Z][A-Z\-]*)?|TRT)\](?: \[(?:MPI_Rank|RANK) \d+\])? \[(?P<lvl2>[A-Z])\](?: \[[\w ]+\])?(?: \[RANK \d+\])? )")
 # Triton (glog): `I1218 03:35:37.688135 20559 libtensorrtllm.cc:1205] `
 GLOG = re.compile(r"^(?P<lvl>[IWEF])(?P<mon>\d\d)(?P<day>\d\d) (?P<hms>\d\d:\d\d:\d\d)\.\d+ +\d+ [\w.]+:\d+\] ")
 

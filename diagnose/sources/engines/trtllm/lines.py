@@ -51,6 +51,17 @@ ARG_FACTS = {"tensor_parallel_size": "tensor_parallel_size", "pipeline_parallel_
 # The checkpoint's folder, where no argument names the model: the PyTorch backend prefetching its
 # shards, or failing to find a generation config beside them.
 MODEL_DIR = re.compile(r"Prefetching (?P<m>\S+?)/[^/\s]+\.safetensors to memory|Failed to load hf generation config from (?P<n>[^,\s]+),")
+# The PyTorch backend's config and attention features, one line each (1.0+); AutoDeploy's sizes;
+# the LLM API overriding a build config; the ranks' world size (AutoDeploy's init, the clock sync).
+PYTORCH_CONFIG = re.compile(r"^PyTorchConfig\(")
+# AutoDeploy on a model with no attention KV of its own (SSM layers): the pool it sizes next is a
+# stand-in, not a capacity.
+FAKE_CACHE = re.compile(r"Using fake cache manager")
+WEIGHTS_USE = re.compile(r"^Use (?P<g>[\d.]+) GB for model weights")     # bytes / 2**30, so GiB
+ATTN_FEATURES = re.compile(r"AttentionRuntimeFeatures\(chunked_prefill=(?P<v>True|False)")
+SEQ_INFO = re.compile(r"\[SequenceInfo:\] self\.max_seq_len=(?P<seq>\d+), self\.max_batch_size=(?P<bs>\d+),.*?self\.max_num_tokens=(?P<tok>\d+)")
+BUILD_OVERRIDE = re.compile(r"Overriding (?P<k>max_batch_size|max_seq_len|max_num_tokens) from build_config to (?P<v>\d+)")
+WORLD = re.compile(r"\bworld_size=(?P<n>\d+)\b|global_steady_clock_offset at each rank: \[(?P<ranks>[^\]]*)\]")
 ERROR = re.compile(r"(?:Assertion failed|RuntimeError|CUDA runtime error|Executor worker returned error|Encountered an error in forward)")
 
 # `TRTGptModel <key>` → normalized facts
@@ -90,6 +101,7 @@ class TrtllmParser:
         self._tpb: int | None = None
         self._blocks: int | None = None
         self._args_next = False          # the line after "LLM Args:" holds them
+        self._fake_pool = False          # the next KV pool lines size a stand-in (FAKE_CACHE)
 
     def wants_more(self) -> bool:
         return self._dump.wants_more()
@@ -207,11 +219,16 @@ class TrtllmParser:
         self._kv_tokens(line, ev)
 
     def _kv_tokens(self, line, ev):
+        if self._fake_pool:
+            return
         if self._blocks and self._tpb and "kv_cache_tokens" not in ev.facts:
             ev.set_fact("kv_cache_tokens", self._blocks * self._tpb, line.source, line.lineno,
                         f"{line.raw}  (primary blocks {self._blocks} × {self._tpb} tokens per block)")
 
     def _kv_alloc(self, m, line, ev, when):
+        if self._fake_pool:
+            self._fake_pool = False      # the stand-in's last line
+            return
         g = float(m.group("g")) / (1024 if m.group("u") == "MiB" else 1)
         n = int(m.group("n"))
         # The PyTorch backend first sizes a small probe pool (a dry run, e.g. 8,224 tokens), then
@@ -276,6 +293,28 @@ class TrtllmParser:
             elif k == "enable_chunked_prefill" and v in ("True", "False"):
                 ev.set_fact("chunked_prefill", v == "True", line.source, line.lineno, line.raw)
 
+    def _pytorch_config(self, m, line, ev, when):
+        self._llm_args(line.msg, line, ev)      # use_cuda_graph=…, among the backend's settings
+
+    def _attn_features(self, m, line, ev, when):
+        ev.set_fact("chunked_prefill", m.group("v") == "True", line.source, line.lineno, line.raw)
+
+    def _seq_info(self, m, line, ev, when):
+        src, n, raw = line.source, line.lineno, line.raw
+        ev.set_fact("max_model_len", int(m.group("seq")), src, n, raw)
+        ev.set_fact("max_num_seqs", int(m.group("bs")), src, n, raw)
+        ev.set_fact("max_num_batched_tokens", int(m.group("tok")), src, n, raw)
+
+    def _build_override(self, m, line, ev, when):
+        # a later engine line (the PyTorch backend's limits, after KV sizing) has the last word
+        ev.set_fact(ARG_FACTS[m.group("k")], int(m.group("v")), line.source, line.lineno, line.raw, override=False)
+
+    def _world(self, m, line, ev, when):
+        ranks = m.group("ranks")
+        size = int(m.group("n")) if m.group("n") else len([r for r in ranks.split(",") if r.strip()])
+        if size:
+            ev.set_fact("world_size_logged", size, line.source, line.lineno, line.raw, override=False)
+
     def _args_marker(self, m, line, ev, when):
         self._args_next = True
 
@@ -299,13 +338,23 @@ class TrtllmParser:
     def _model_dir(self, m, line, ev, when):
         ev.set_fact("model", (m.group("m") or m.group("n")).rstrip("/"), line.source, line.lineno, line.raw, override=False)
 
+    def _fake_cache(self, m, line, ev, when):
+        self._fake_pool = True
+
+    def _weights_use(self, m, line, ev, when):
+        ev.set_fact("weights_gib_per_gpu", float(m.group("g")), line.source, line.lineno, line.raw)
+
     _simple = [
+        (PYTORCH_CONFIG, _pytorch_config),      # first: its kv_cache_dtype=… is not the line's point
+        (WEIGHTS_USE, _weights_use), (FAKE_CACHE, _fake_cache),
         (ENGINE_VERSION, _version), (MPI, _mpi), (CAPACITY, _capacity), (CHUNKING, _chunking),
         (ENGINE_SIZE, _engine_size), (MEM_CALC, _mem_calc), (BLOCKS, _blocks_fn), (TPB, _tpb_fn),
         (KV_ALLOC, _kv_alloc), (PAGED_TOKENS, _paged), (PYT_LIMITS, _pyt_limits), (PYT_PEAK, _pyt_peak),
         (KV_DTYPE, _kv_dtype), (TP_INTRA, _intra), (NOT_SPECIFIED, _not_specified),
         (MEM_CHANGE, _mem_change), (VERSION_BANNER, _banner), (QUANT_ALGO, _quant_algo),
-        (re.compile(r"\bLLM Args:\s*$"), _args_marker), (MODEL_DIR, _model_dir), (ERROR, _error),
+        (re.compile(r"\bLLM Args:\s*$"), _args_marker), (MODEL_DIR, _model_dir),
+        (ATTN_FEATURES, _attn_features), (SEQ_INFO, _seq_info),
+        (BUILD_OVERRIDE, _build_override), (WORLD, _world), (ERROR, _error),
     ]
 
 
