@@ -109,7 +109,7 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-analyze_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+analyze_app = typer.Typer(add_completion=True, rich_markup_mode=None, pretty_exceptions_enable=False,
                           context_settings=HELP)
 
 
@@ -154,7 +154,8 @@ def analyze(
     scrape: Optional[str] = typer.Option(None, "--scrape", metavar="URL", help="sample a bare /metrics endpoint (an engine's own) every --interval for --for, and diagnose the rates"),
     scrape_for: str = typer.Option("60s", "--for", metavar="DURATION", help="with --scrape: how long to sample (e.g. 60s)"),
     save: Optional[str] = typer.Option(None, "--save", metavar="FILE", help="with --scrape: keep the samples in FILE (Prometheus text with times; diagnose reads it back)"),
-    version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="print no report: only errors, and the exit code says the rest (with -o the file is still written)"),
+    version: bool = typer.Option(False, "--version", "-V", is_eager=True, callback=_version,
                                  help="print the version and exit"),
 ) -> None:
     from . import redact
@@ -201,6 +202,8 @@ def analyze(
         prom = _prometheus_args(prometheus, since, start_t, end_t, step, match, model, token_file, user,
                                 insecure, timeout, partial, deadline)
     stop = None
+    if quiet and (follow or watch):
+        _die("--quiet shows nothing: not with --follow/--watch")
     if follow or watch:
         every, window = _live_options(files, prom, follow, watch, interval, since, format, output)
         # From here a signal asks for the final report (live.Stop): the first pass below is the
@@ -208,6 +211,10 @@ def analyze(
         import time
         from .live import _stamp, begin
         stop = begin()
+        if follow and files:
+            from .live import wait_for_files
+            if not wait_for_files(files, every, stop):
+                raise typer.Exit(128 + stop.signum)       # stopped before any pass: 130 / 143
         stamp0 = _stamp(files) if files else None
         cpu0, wall0 = time.process_time(), time.monotonic()
         stop.busy = True
@@ -262,21 +269,25 @@ def analyze(
         text = _report_text(text, format)
     if output:
         _write_atomic(output, text if text is not None else "".join(_terminal_text(d, t, verbose, comparison) for d, t in parts))
-    if text is not None and not output:
+        if not quiet:
+            print(_written_line(output, parts))
+    elif quiet:
+        pass
+    elif text is not None:
         sys.stdout.write(text)
-    elif text is None or output:
-        from rich.console import Console
+    else:
         from .reports.terminal import render as term, render_comparison
         from rich.markup import escape
         from .reports.common import deployment_label, printable, skipped_lines
-        console = Console(highlight=False, emoji=False)
+        console = stdout_console()
         for line in skipped_lines(doc_skipped(analyses)):
             console.print(f"[dim]{escape(printable(line))}[/dim]")
         if len(parts) > 1:
             _overview(console, parts)
         for i, (d, t) in enumerate(parts):
             if len(parts) > 1:
-                console.rule(escape(printable(f"deployment {i + 1} of {len(parts)}: {deployment_label(d)}")))
+                head = escape(printable(f"deployment {i + 1} of {len(parts)}: {deployment_label(d)}"))
+                console.rule(head) if console.is_terminal or os.environ.get("COLUMNS") else console.print(f"── {head} ──")
             term(d, console, t, verbose)
         if comparison is not None:
             render_comparison(comparison, console)
@@ -289,6 +300,24 @@ def analyze(
         code = 1
     if code:
         raise typer.Exit(code)
+
+
+def stdout_console():
+    """The terminal report's console: the terminal's width; on a pipe or in a file (CI logs, `| less`)
+    no line is wrapped, unless COLUMNS says a width."""
+    from rich.console import Console
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return Console(highlight=False, emoji=False)
+    from .reports.terminal import UNWRAPPED
+    return Console(highlight=False, emoji=False, width=UNWRAPPED)
+
+
+def _written_line(output: str, parts) -> str:
+    """With -o, stdout gets one line: where the report is and what it says."""
+    n = sum(len(d["findings"]) for d, _ in parts)
+    verdicts = ", ".join(dict.fromkeys(str((d.get("verdict") or {}).get("bottleneck")) for d, _ in parts))
+    deps = f" in {len(parts)} deployments" if len(parts) > 1 else ""
+    return f"diagnose: report written to {output}: {n} finding(s){deps}; verdict {verdicts}"
 
 
 def doc_skipped(analyses) -> list[dict]:
@@ -660,7 +689,9 @@ gpu_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_except
 
 
 @gpu_app.command(help="Sample the local GPUs through NVML (nvidia-ml-py) and diagnose them; "
-                      "--save keeps the samples as a file that `diagnose FILE` reads back later.")
+                      "--save keeps the samples as a file that `diagnose FILE` reads back later. "
+                      "`diagnose gpu FILE…` reads captured samples (nvidia-smi dmon / --query-gpu CSV, DCGM, "
+                      "saved NVML samples) with the options of `diagnose FILE…`.")
 def gpu(
     live: bool = typer.Option(False, "--live", help="sample the GPUs of this machine now"),
     seconds: float = typer.Option(10.0, "--seconds", metavar="SECONDS", help="how long to sample"),
@@ -669,7 +700,8 @@ def gpu(
     format: Format = typer.Option(Format.terminal, "--format", "-f", help="terminal, markdown, json, sarif, junit or html"),
 ) -> None:
     if not live:
-        _die("gpu: nothing to do — use `diagnose gpu --live [--seconds N] [--interval S] [--save FILE]`")
+        _die("gpu: nothing to do — use `diagnose gpu --live [--seconds N] [--interval S] [--save FILE]`, "
+             "or `diagnose gpu FILE…` for captured samples")
     if seconds <= 0 or interval <= 0:
         _die("gpu: --seconds and --interval must be positive")
     from .sources.nvml_live import NoGPU, sample, write
@@ -765,13 +797,29 @@ def main() -> None:
                 signal.signal(sig, handler)
 
 
+def _gpu_files(args: list[str]) -> bool:
+    """`diagnose gpu FILE…` (captured samples, not --live): a file or `-` among the arguments."""
+    if "--live" in args or "-h" in args or "--help" in args:
+        return False
+    takes_value = {"--seconds", "--interval", "--save", "--format", "-f"}
+    prev = None
+    for a in args:
+        if (a == "-" or not a.startswith("-")) and prev not in takes_value:
+            return True
+        prev = a
+    return False
+
+
 def _main() -> None:
     argv = sys.argv[1:]
-    if argv[:1] == ["--version"]:
+    if argv[:1] in (["--version"], ["-V"]):
         print(f"diagnose {__version__}")
         return
     if argv[:1] == ["rules"]:
         rules_app(args=argv[1:], prog_name="diagnose rules")
+    elif argv[:1] == ["gpu"] and _gpu_files(argv[1:]):
+        gc.disable()
+        analyze_app(args=argv[1:], prog_name="diagnose")     # `diagnose gpu FILE…`: as `diagnose FILE…`
     elif argv[:1] == ["gpu"]:
         gpu_app(args=argv[1:], prog_name="diagnose gpu")
     elif argv[:1] == ["capacity"]:

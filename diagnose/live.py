@@ -125,6 +125,30 @@ def begin() -> Stop:
     return Stop().install()
 
 
+def wait_for_files(files: list[str], every_s: float, stop: Stop) -> bool:
+    """--follow on a file that does not exist yet or is still empty waits for it, as `tail -F` does,
+    saying so once on stderr. Globs, directories and stdin are not waited for. False when a
+    signal came first."""
+    import glob as _glob
+    told: set = set()
+    while True:
+        missing = [f for f in files if f != "-" and not _glob.has_magic(f) and not os.path.isdir(f)
+                   and not (os.path.isfile(f) and os.path.getsize(f) > 0)]
+        if not missing:
+            return True
+        for f in missing:
+            if f not in told:
+                told.add(f)
+                what = "to appear" if not os.path.exists(f) else "to be written to"
+                _write_fd(2, f"diagnose: waiting for {f} {what} (Ctrl-C to stop)\n")
+        waited = 0.0
+        while waited < every_s:
+            if stop.requested:
+                return False
+            time.sleep(Stop.SLICE_S)
+            waited += Stop.SLICE_S
+
+
 CPU_SHARE = 0.08        # of one core, on average over a pass and the wait after it
 
 

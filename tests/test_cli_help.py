@@ -26,7 +26,7 @@ def test_main_help_lists_the_subcommands_and_version():
         line = next((ln for ln in commands.splitlines() if ln.split()[:1] == [name]), None)
         assert line is not None, f"{name} not listed:\n{commands}"
         assert len(line.split()) > 3, f"{name} has no description: {line!r}"
-    assert re.search(r"^\s+--version\s+\S", text, re.M), text
+    assert re.search(r"^\s+-V, --version\s+\S", text, re.M), text
     assert re.search(r"^\s+-h, --help\s", text, re.M), text
     assert "diagnose COMMAND -h" in text
 

@@ -11,6 +11,9 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+# The width of a console that wraps nothing (stdout a pipe or a file, no COLUMNS): boxes fit their text.
+UNWRAPPED = 100_000
+
 from .common import (TIMELINE, stop_mark, coverage_summary, evidence_line, fix_lines, input_warnings, launches_text,
                      nothing_read_hint, printable, printable_tree, sparkline, summary_rows, window_rows)
 
@@ -86,7 +89,7 @@ def render(data: dict, console: Console, timeline: dict | None = None, verbose: 
             body.append(f"  impact: {escape(f['impact'])}")
         if f["fix_risk"]:
             body.append(f"  [dim]risk: {escape(f['fix_risk'])}[/dim]")
-        console.print(Panel("\n".join(body), title=f"{i}. {head}", title_align="left", expand=True))
+        console.print(Panel("\n".join(body), title=f"{i}. {head}", title_align="left", expand=console.width < UNWRAPPED))
     fix = data.get("fix")
     if fix and fix.get("command"):
         console.print("[bold]Corrected launch command[/bold]")

@@ -1,0 +1,101 @@
+"""Command-line conventions a user expects: -V, -q, -o with a one-line summary, no wrapping on a
+pipe, `diagnose gpu FILE`, --follow waiting for a file as `tail -F` does."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import diagnose
+from conftest import FIXTURES, ROOT, run_cli
+
+LOG = FIXTURES / "seed003" / "realtime.log"
+DMON = FIXTURES / "seed003" / "dmon.txt"
+
+
+def test_short_version_flag():
+    p = run_cli("-V")
+    assert p.returncode == 0 and p.stdout.decode().strip() == f"diagnose {diagnose.__version__}"
+
+
+def test_quiet_prints_nothing_and_the_exit_code_still_gates(tmp_path):
+    p = run_cli("-q", LOG)
+    assert p.returncode == 0 and p.stdout == b""
+    p = run_cli("--quiet", "--fail-on", "high", LOG)          # tp-for-small-model is HIGH
+    assert p.returncode == 1 and p.stdout == b""
+    p = run_cli("-q", tmp_path / "missing.log")               # errors still say what is wrong
+    assert p.returncode == 2 and b"missing.log" in p.stderr
+    out = tmp_path / "r.json"
+    p = run_cli("-q", "-f", "json", "-o", out, LOG)
+    assert p.stdout == b"" and json.loads(out.read_text())["findings"]
+
+
+def test_output_file_gets_the_report_and_stdout_one_line(tmp_path):
+    for fmt in ("terminal", "markdown", "json"):
+        out = tmp_path / f"r.{fmt}"
+        p = run_cli("-f", fmt, "-o", out, LOG)
+        lines = p.stdout.decode().splitlines()
+        assert p.returncode == 0 and len(lines) == 1, lines
+        assert str(out) in lines[0] and "finding(s)" in lines[0] and "verdict client-bound" in lines[0]
+        assert "tp-for-small-model" in out.read_text()
+
+
+def test_a_pipe_without_columns_gets_unwrapped_lines():
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1")
+    env.pop("COLUMNS", None)
+    p = subprocess.run([sys.executable, "-m", "diagnose", LOG], capture_output=True, env=env, cwd=ROOT, timeout=120)
+    text = p.stdout.decode()
+    # the steady-window line is longer than 80 columns and stays one line; a path is never split
+    line = next(x for x in text.splitlines() if "steady window" in x)
+    assert len(line) > 80 and "start-up excluded" in line
+    assert any(str(LOG) in x and "lines," in x for x in text.splitlines())
+
+
+def test_gpu_command_reads_captured_samples_like_the_main_command():
+    a = run_cli("-f", "json", DMON)
+    b = run_cli("gpu", "-f", "json", DMON)
+    assert a.returncode == b.returncode == 0, b.stderr.decode()
+    da, db = json.loads(a.stdout), json.loads(b.stdout)
+    assert da["verdict"] == db["verdict"] and da["deployment"]["gpu_name"] == db["deployment"]["gpu_name"]
+    p = run_cli("gpu")                                        # neither --live nor a file
+    assert p.returncode == 2 and b"gpu FILE" in p.stderr
+
+
+def test_follow_waits_for_a_file_that_is_not_there_yet(tmp_path):
+    log = tmp_path / "later.log"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1")
+    proc = subprocess.Popen([sys.executable, "-m", "diagnose", "--follow", "--interval", "1s", "-f", "json", str(log)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    try:
+        time.sleep(2)
+        assert proc.poll() is None, proc.stderr.read().decode()      # waiting, not refused
+        log.write_bytes(LOG.read_bytes())
+        first = proc.stdout.readline()                               # the first pass, once it is there
+        assert json.loads(first)["deployment"]["model"] == "Qwen/Qwen3-VL-2B-Instruct"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    assert err.decode().count("waiting for") == 1                     # said once
+
+
+def test_follow_stopped_while_waiting_exits_as_interrupted(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1")
+    proc = subprocess.Popen([sys.executable, "-m", "diagnose", "--follow", str(tmp_path / "never.log")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    time.sleep(2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and out == b"" and b"waiting for" in err
+
+
+def test_shell_completion_script_and_answers():
+    p = run_cli("--show-completion", "bash")
+    assert p.returncode == 0 and b"_DIAGNOSE_COMPLETE" in p.stdout and b"complete " in p.stdout
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COMP_WORDS="diagnose --fail", COMP_CWORD="1",
+               _DIAGNOSE_COMPLETE="complete_bash")
+    q = subprocess.run([sys.executable, "-m", "diagnose"], capture_output=True, env=env, cwd=ROOT, timeout=60)
+    assert q.stdout.decode().split() == ["--fail-on", "--fail-on-regression"]
