@@ -1162,3 +1162,13 @@ def test_cli_watch_queries_again_every_interval_until_sigint(prom):
     assert "queue-buildup" in reports[0]["changes"]["new"] and reports[1]["changes"] == {"new": [], "cleared": []}
     final = json.loads(out.decode().strip().splitlines()[-1])
     assert p.returncode == 0 and final["final"] is True and "queue-buildup" in _all_ids(final), err.decode()[-2000:]
+
+
+def test_a_match_with_bad_promql_syntax_fails_in_one_readable_line(prom):
+    """`--match '{namespace=="x"}'` (== is no PromQL matcher): Prometheus answers 400 bad_data; the
+    user reads its parse error, not the response body as a Python bytes repr."""
+    p = run_cli("--prometheus", prom.url, "--match", '{namespace=="healthy"}', "--since", SINCE)
+    err = p.stderr.decode()
+    assert p.returncode == 2 and len(err.strip().splitlines()) == 1, err
+    assert "HTTP 400 bad_data" in err and 'parse error: unexpected "="' in err, err
+    assert "b'" not in err and "\\\\" not in err and "Traceback" not in err, err

@@ -371,6 +371,20 @@ class PromError(Exception):
     """The server is down, slow, refuses, or answers garbage: one line for the user."""
 
 
+_API_ERROR = re.compile(r"HTTP Status Code (?P<code>\d+).*?\\?\"errorType\\?\":\\?\"(?P<type>[^\"\\]*)\\?\",\\?\"error\\?\":\\?\"(?P<error>(?:[^\"\\]|\\\\.)*)")
+
+
+def api_error_text(e: Exception) -> str:
+    """prometheus-api-client's exception as one readable line: `HTTP 400 bad_data: 1:12: parse
+    error: unexpected "=" …` rather than the response body's bytes repr."""
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    m = _API_ERROR.search(text)
+    if m:
+        error = m.group("error").replace("\\\\", "\\").replace('\\"', '"')
+        return f"HTTP {m.group('code')} {m.group('type')}: {error}"[:300]
+    return text[:160]
+
+
 # `scheme://user:password@host…`: the userinfo runs to the LAST `@` before any `?` or `#` (a
 # password with an unencoded `@` or `/` stays whole, and never shows). The scheme is optional so
 # that `user:pass@host:9090`, refused for its missing scheme, is not shown with its password.
@@ -594,7 +608,7 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
         except ValueError:          # prometheus-api-client raises on non-JSON bodies
             raise PromError(f"{url}: the answer is not Prometheus JSON (an HTML page or a proxy error?)") from None
         except Exception as e:      # PrometheusApiClientException carries the HTTP status
-            msg = str(e).splitlines()[0][:160]
+            msg = api_error_text(e)
             if "401" in msg or "403" in msg:
                 raise PromError(f"{url}: access refused ({msg}); pass --prometheus-token-file or credentials") from None
             raise PromError(f"{url}: query failed ({msg})") from None
@@ -610,7 +624,7 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
         except ValueError:
             raise PromError(f"{url}: the answer is not Prometheus JSON (an HTML page or a proxy error?)") from None
         except Exception as e:
-            msg = str(e).splitlines()[0][:160]
+            msg = api_error_text(e)
             if "401" in msg or "403" in msg:
                 raise PromError(f"{url}: access refused ({msg}); pass --prometheus-token-file or credentials") from None
             raise PromError(f"{url}: cannot list metric names ({msg})") from None
