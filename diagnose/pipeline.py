@@ -126,6 +126,7 @@ def analyze_system(nodes: list[Analysis], rules: list[Rule], ignore=frozenset(),
     from .signals.disaggregated import pd_signals
     sev = Evidence()
     sev.inputs = [i for a in nodes for i in a.evidence.inputs]
+    sev.clock_zone = next((a.evidence.clock_zone for a in nodes if a.evidence.clock_zone), None)
     for name in ("engine", "model"):
         val = nodes[0].evidence.fact(name)
         if val is not None:
@@ -238,6 +239,7 @@ def split_instances(ev: Evidence) -> dict[str, Evidence]:
             e.counters["single_scrape"] = 1
         e.settings = ev.settings
         e.targets = ev.targets
+        e.clock_zone = ev.clock_zone
         for r in ev.stats_rows:
             if r.get("instance") == inst:
                 e.add_stats(r)
@@ -256,6 +258,7 @@ def analyze_fleet(replicas: dict[str, Evidence], rules: list[Rule], ignore=froze
         per.append(a)
     fev = Evidence()
     fev.inputs = next(iter(replicas.values())).inputs
+    fev.clock_zone = next((ev.clock_zone for ev in replicas.values() if ev.clock_zone), None)
     for k in ("model", "engine"):
         seen = {ev.fact(k) for ev in replicas.values()} - {None}
         if len(seen) == 1:

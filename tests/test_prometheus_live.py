@@ -27,7 +27,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import requests
 
-from conftest import ROOT, run_cli
+from conftest import FIXTURES, ROOT, run_cli
 from prom_harness import (REPLICA_DOWN_AFTER_S, SCENARIOS, BadServer, HarnessError, PromServer, backfill,
                           default_start, missing_tools, port_open, prom_query, write_openmetrics, write_openmetrics_all,
                           write_openmetrics_nvidia, write_openmetrics_sglang)
@@ -1172,3 +1172,18 @@ def test_a_match_with_bad_promql_syntax_fails_in_one_readable_line(prom):
     assert p.returncode == 2 and len(err.strip().splitlines()) == 1, err
     assert "HTTP 400 bad_data" in err and 'parse error: unexpected "="' in err, err
     assert "b'" not in err and "\\\\" not in err and "Traceback" not in err, err
+
+
+def test_metric_times_say_their_zone_and_a_logs_do_not():
+    """Times from Prometheus and saved scrapes are UTC (Unix timestamps) and say so; a log's clock is
+    its host's, of no known zone, and is shown as written."""
+    saved = FIXTURES / "rules" / "replica-down" / "quiet.prom"
+    d = json.loads(run_cli("-f", "json", saved).stdout)
+    assert all(a["verdict"]["window"].split("(")[0].rstrip().endswith("UTC") for a in d["analyses"]), d["analyses"][0]["verdict"]
+    log = json.loads(run_cli("-f", "json", FIXTURES / "seed003" / "realtime.log").stdout)
+    assert "UTC" not in log["verdict"]["window"]
+
+
+def test_live_prometheus_times_are_utc_and_said(prom):
+    d = _diagnose(prom, "healthy")
+    assert "UTC (" in d["verdict"]["window"], d["verdict"]["window"]

@@ -193,6 +193,7 @@ class Evidence:
         self.topology: dict = {}                 # {"gpus": [...], "links": {(a, b): "NV18"}, "lines": {...}}
         self.year_guessed: dict[str, int] = {}   # source → year assumed for its year-less timestamps
         self.last_seen = None                    # newest sample time (live Prometheus: replica-down)
+        self.clock_zone: str | None = None       # "UTC" where sample times came from Unix timestamps (metrics); a log's own clock has no zone
         self.instances: set[str] = set()         # Prometheus `instance` labels seen in this input
         self.instance_roles: dict[str, str] = {}  # instance -> prefill / decode (SGLang's `engine_type` label)
         self.instance_facts: dict[str, dict] = {}   # instance -> its own engine and model (from its series)
@@ -281,6 +282,7 @@ class Evidence:
         self.bench_points.extend(other.bench_points)
         for k, v in other.nccl_comms.items():
             self.nccl_comms[k] = max(self.nccl_comms.get(k, 0), v)
+        self.clock_zone = self.clock_zone or other.clock_zone
         if other.last_seen is not None and (self.last_seen is None or other.last_seen > self.last_seen):
             self.last_seen = other.last_seen
 

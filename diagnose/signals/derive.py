@@ -660,7 +660,8 @@ def _runtime(ev: Evidence, s: Signals) -> None:
         t0, t1 = min(t), max(t)
         v["window_seconds"] = (t1 - t0).total_seconds()
         s.steady_range = (t0, t1)
-        s.window = f"steady window {t0:%m-%d %H:%M:%S}–{t1:%H:%M:%S} ({height} samples, idle and warm-up excluded)"
+        zone = f" {ev.clock_zone}" if ev.clock_zone else ""      # a metric's time is UTC; a log's is its host's, unknown
+        s.window = f"steady window {t0:%m-%d %H:%M:%S}–{t1:%H:%M:%S}{zone} ({height} samples, idle and warm-up excluded)"
     else:
         s.window = f"steady window: {height} busy samples (idle and warm-up excluded)"
 

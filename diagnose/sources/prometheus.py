@@ -174,6 +174,8 @@ def from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> N
         if eng:
             engines.add(eng)
         when = datetime.fromtimestamp(ts, tz=timezone.utc).replace(tzinfo=None) if ts else None
+        if when is not None:
+            ev.clock_zone = "UTC"
         inst = instance_of(labels)
         if inst:
             ev.instances.add(inst)
@@ -371,17 +373,19 @@ class PromError(Exception):
     """The server is down, slow, refuses, or answers garbage: one line for the user."""
 
 
-_API_ERROR = re.compile(r"HTTP Status Code (?P<code>\d+).*?\\?\"errorType\\?\":\\?\"(?P<type>[^\"\\]*)\\?\",\\?\"error\\?\":\\?\"(?P<error>(?:[^\"\\]|\\\\.)*)")
+_API_CODE = re.compile(r"HTTP Status Code (?P<code>\d{3})\b")
+# The body is inside a bytes repr: a quote in the message is `\\"` there, a backslash `\\\\`.
+_API_ERROR = re.compile(r'"errorType":"(?P<type>[^"]{0,100})","error":"(?P<error>(?:[^"\\]|\\\\"|\\.){0,600})"')
 
 
 def api_error_text(e: Exception) -> str:
     """prometheus-api-client's exception as one readable line: `HTTP 400 bad_data: 1:12: parse
     error: unexpected "=" …` rather than the response body's bytes repr."""
     text = str(e).splitlines()[0] if str(e) else type(e).__name__
-    m = _API_ERROR.search(text)
-    if m:
-        error = m.group("error").replace("\\\\", "\\").replace('\\"', '"')
-        return f"HTTP {m.group('code')} {m.group('type')}: {error}"[:300]
+    c, m = _API_CODE.search(text), _API_ERROR.search(text)
+    if c and m:
+        error = m.group("error").replace('\\\\"', '"').replace("\\\\\\\\", "\\")
+        return f"HTTP {c.group('code')} {m.group('type')}: {error}"[:300]
     return text[:160]
 
 
@@ -726,6 +730,7 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
                 labels = series.get("metric", {})
                 inst = instance_of(labels) or "all"
                 ev = fetched.setdefault(inst, Evidence())
+                ev.clock_zone = "UTC"
                 eng = engine_of(metric)
                 if eng:
                     ev.set_fact("engine", eng, override=False)
