@@ -59,7 +59,7 @@ PYTORCH_CONFIG = re.compile(r"^PyTorchConfig\(")
 FAKE_CACHE = re.compile(r"Using fake cache manager")
 WEIGHTS_USE = re.compile(r"^Use (?P<g>[\d.]+) GB for model weights")     # bytes / 2**30, so GiB
 ATTN_FEATURES = re.compile(r"AttentionRuntimeFeatures\(chunked_prefill=(?P<v>True|False)")
-SEQ_INFO = re.compile(r"\[SequenceInfo:\] self\.max_seq_len=(?P<seq>\d+), self\.max_batch_size=(?P<bs>\d+),.*?self\.max_num_tokens=(?P<tok>\d+)")
+SEQ_INFO = re.compile(r"\[SequenceInfo:\] self\.max_seq_len=(?P<seq>\d+), self\.max_batch_size=(?P<req>\d+),.*?self\.max_num_tokens=(?P<tok>\d+)")
 BUILD_OVERRIDE = re.compile(r"Overriding (?P<k>max_batch_size|max_seq_len|max_num_tokens) from build_config to (?P<v>\d+)")
 WORLD = re.compile(r"\bworld_size=(?P<n>\d+)\b|global_steady_clock_offset at each rank: \[(?P<ranks>[^\]]*)\]")
 ERROR = re.compile(r"(?:Assertion failed|RuntimeError|CUDA runtime error|Executor worker returned error|Encountered an error in forward)")
@@ -242,7 +242,8 @@ class TrtllmParser:
     def _paged(self, m, line, ev, when):
         ev.set_fact("kv_cache_tokens", int(m.group("n")), line.source, line.lineno, line.raw)
 
-    def _pyt_limits(self, m, line, ev, when):
+    def _limits(self, m, line, ev, when):
+        """The PyTorch backend's limits after KV sizing, or AutoDeploy's `[SequenceInfo:]`."""
         src, n, raw = line.source, line.lineno, line.raw
         ev.set_fact("max_model_len", int(m.group("seq")), src, n, raw)
         ev.set_fact("max_num_seqs", int(m.group("req")), src, n, raw)
@@ -299,12 +300,6 @@ class TrtllmParser:
     def _attn_features(self, m, line, ev, when):
         ev.set_fact("chunked_prefill", m.group("v") == "True", line.source, line.lineno, line.raw)
 
-    def _seq_info(self, m, line, ev, when):
-        src, n, raw = line.source, line.lineno, line.raw
-        ev.set_fact("max_model_len", int(m.group("seq")), src, n, raw)
-        ev.set_fact("max_num_seqs", int(m.group("bs")), src, n, raw)
-        ev.set_fact("max_num_batched_tokens", int(m.group("tok")), src, n, raw)
-
     def _build_override(self, m, line, ev, when):
         # a later engine line (the PyTorch backend's limits, after KV sizing) has the last word
         ev.set_fact(ARG_FACTS[m.group("k")], int(m.group("v")), line.source, line.lineno, line.raw, override=False)
@@ -349,11 +344,11 @@ class TrtllmParser:
         (WEIGHTS_USE, _weights_use), (FAKE_CACHE, _fake_cache),
         (ENGINE_VERSION, _version), (MPI, _mpi), (CAPACITY, _capacity), (CHUNKING, _chunking),
         (ENGINE_SIZE, _engine_size), (MEM_CALC, _mem_calc), (BLOCKS, _blocks_fn), (TPB, _tpb_fn),
-        (KV_ALLOC, _kv_alloc), (PAGED_TOKENS, _paged), (PYT_LIMITS, _pyt_limits), (PYT_PEAK, _pyt_peak),
+        (KV_ALLOC, _kv_alloc), (PAGED_TOKENS, _paged), (PYT_LIMITS, _limits), (PYT_PEAK, _pyt_peak),
         (KV_DTYPE, _kv_dtype), (TP_INTRA, _intra), (NOT_SPECIFIED, _not_specified),
         (MEM_CHANGE, _mem_change), (VERSION_BANNER, _banner), (QUANT_ALGO, _quant_algo),
         (re.compile(r"\bLLM Args:\s*$"), _args_marker), (MODEL_DIR, _model_dir),
-        (ATTN_FEATURES, _attn_features), (SEQ_INFO, _seq_info),
+        (ATTN_FEATURES, _attn_features), (SEQ_INFO, _limits),
         (BUILD_OVERRIDE, _build_override), (WORLD, _world), (ERROR, _error),
     ]
 
