@@ -326,8 +326,13 @@ def _open_out(path: str, use_gzip: bool):
     return None, f
 
 
-def generate(path, size_bytes: int, seed: int = 1, gzip: bool = False, ansi: bool = False) -> dict:
+def generate(path, size_bytes: int, seed: int = 1, gzip: bool = False, ansi: bool = False,
+             rate_scale: float = 1.0) -> dict:
     """Write a vLLM log of at least `size_bytes` (uncompressed) bytes to `path`.
+
+    `rate_scale` multiplies the request rate: 0.05 writes a quiet server's log, where an engine
+    stats line comes every ~8 requests (~7 % of lines, ~80,000 stats lines per GB) instead of
+    every ~80 (the stats-heavy mix, whose cost is the per-stats-line work).
 
     Returns a dict with bytes (uncompressed), lines, request count, simulated seconds and
     generation wall time. Deterministic for a given (size_bytes, seed, ansi).
@@ -400,7 +405,7 @@ def generate(path, size_bytes: int, seed: int = 1, gzip: bool = False, ansi: boo
         next_metrics = BODY_START + 5.0 + rnd() * 15
         next_health = BODY_START + rnd() * 10
         base_rate = 8.0  # steady-state requests / simulated second
-        rate = 0.3  # current arrival rate (ramps up from start-up)
+        rate = 0.3 * rate_scale  # current arrival rate (ramps up from start-up)
         overload = 0  # stats ticks left in an overload episode
         prefix_hit = 35.0
         window_prompt_tokens = 0
@@ -449,9 +454,9 @@ def generate(path, size_bytes: int, seed: int = 1, gzip: bool = False, ansi: boo
                     base_rate = min(max(base_rate, 1.0), 40.0)
                     # after start-up the load balancer ramps traffic up over ~15 minutes
                     ramp = (next_stats - BODY_START) / 900.0
-                    rate = base_rate * (ramp if ramp < 1.0 else 1.0)
-                    if rate < 0.3:
-                        rate = 0.3
+                    rate = base_rate * (ramp if ramp < 1.0 else 1.0) * rate_scale
+                    if rate < 0.3 * rate_scale:
+                        rate = 0.3 * rate_scale
                     if overload:
                         running = min(MAX_NUM_SEQS, int(running * 0.6 + 0.4 * MAX_NUM_SEQS
                                                         * (0.7 + 0.3 * rnd())))
@@ -613,9 +618,12 @@ def main(argv=None) -> int:
     ap.add_argument("--gzip", action="store_true", help="write gzip-compressed output")
     ap.add_argument("--ansi", action="store_true",
                     help="wrap process prefixes in ANSI cyan, as real v0.11 logs do")
+    ap.add_argument("--rate-scale", type=float, default=1.0,
+                    help="multiply the request rate: 0.05 gives a quiet server, stats-heavy log")
     args = ap.parse_args(argv)
     size = args.size_bytes if args.size_bytes is not None else int(args.size_gb * 1e9)
-    info = generate(args.out_path, size, seed=args.seed, gzip=args.gzip, ansi=args.ansi)
+    info = generate(args.out_path, size, seed=args.seed, gzip=args.gzip, ansi=args.ansi,
+                    rate_scale=args.rate_scale)
     mb = info["bytes"] / 1e6
     print("wrote %s: %.1f MB uncompressed, %d lines, %d requests, %.1f h simulated, "
           "%.1f s (%.1f MB/s)" % (info["path"], mb, info["lines"], info["requests"],

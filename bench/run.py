@@ -26,7 +26,11 @@ the page cache, then times in the same run:
 grep runs with LC_ALL=C (its fastest mode: the hardest baseline). diagnose runs with
 cwd = the repository root and PYTHONPATH = the repository root, so it works uninstalled, with
 its bytecode compiled first and PYTHONDONTWRITEBYTECODE dropped, as an installed copy runs.
-Goal: ratio <= 2 and peak RSS <= 256 MB. Prints a plain table and a markdown table, and
+Goal: ratio <= 2 and peak RSS <= 256 MB.
+
+`--table` runs instead every case of the speed goals (bench/table.py: a stats-heavy log, 4 and
+16 GB, 1-100 MB, a folder of 200 real logs, .gz against pigz, many launches, a small log end to
+end, --follow), each beside its reference; `--update-readme` writes that table into README.md. Prints a plain table and a markdown table, and
 writes results.json to the workdir. Standard library only.
 """
 from __future__ import annotations
@@ -409,7 +413,22 @@ def main(argv=None) -> int:
                     help="seconds before one diagnose run is killed (default 3600)")
     ap.add_argument("--no-diagnose", action="store_true",
                     help="only generate logs and time grep (baseline numbers)")
+    ap.add_argument("--table", action="store_true",
+                    help="run every case of the speed goals instead (bench/table.py): each beside its "
+                         "reference, with ratio, peak RSS and whether the goal is met")
+    ap.add_argument("--huge", action="store_true", help="--table: also the 16 GB case (16 GB of disk, minutes)")
+    ap.add_argument("--update-readme", action="store_true",
+                    help="--table: write the table into README.md's performance section")
     args = ap.parse_args(argv)
+    if args.table:
+        from bench import table
+        kws, _ = load_keywords()
+        rows = table.run_table(args.workdir, ere_pattern(kws), args.repeat, args.huge, args.keep)
+        print("\n" + table.markdown(rows))
+        print("\nwrote %s" % table.save(rows, args.workdir))
+        if args.update_readme:
+            table.update_readme(rows, time.strftime("%Y-%m-%d"))
+        return 0
 
     try:
         sizes = [float(s) for s in args.sizes.split(",") if s.strip()]

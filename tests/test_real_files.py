@@ -212,6 +212,47 @@ def test_a_restart_loop_of_hundreds_is_one_deployment_read_as_its_first_launches
     assert r.info.launches == 300
 
 
+def test_a_loop_of_copies_of_one_log_keeps_its_samples_and_evidence_within_bounds(tmp_path, monkeypatch):
+    """A file that holds one log many times over (a job re-running the same server): every copy's
+    stats rows are equal to the others', and the launches' shared bound on samples must still hold
+    (it once let the wrong launch go when one left it, and kept every row); a folded launch's
+    evidence is freed as it is read, with the cycle collector off as a run keeps it."""
+    import gc
+    from diagnose.evidence.model import Rows, _stats_series
+    from diagnose.sources.loading import read_input
+    from diagnose.sources.readers.files import Input
+    a, b, c = (Rows(4, _stats_series) for _ in range(3))
+    a.share(b)
+    a.share(c)
+    for r in (a, b, c):
+        r.append({"source": "x", "v": 1})
+    c.leave()
+    assert [x is a or x is b for x in a.shared] == [True, True] and c.shared == [c]
+
+    import diagnose.evidence.model as model
+    monkeypatch.setattr(model, "MAX_STATS_ROWS", 2000)      # the bound, reached by a small file
+    seed = (FIXTURES / "seed003" / "realtime.log").read_text()
+    stats = seed.count("Avg prompt throughput")
+    def read(copies):
+        f = tmp_path / f"copies-{copies}.log"
+        f.write_text(seed * copies)
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            r = read_input(Input(str(f), str(f)))
+            return r, len(gc.get_objects())
+        finally:
+            if was:
+                gc.enable()
+
+    (_, some), (r, more) = read(100), read(300)
+    assert r.info.launches == 300
+    rows = sum(len(p.ev.stats_rows) for p in r.pieces)
+    assert 300 * stats > 2 * 2000 and 2000 // 2 <= rows <= 2000, rows
+    # 200 launches more: not their objects too (a launch's evidence is ~100 objects, its closures)
+    assert more - some < 10_000, (some, more)
+
+
 # -- captures and results inside a log -----------------------------------------------------------
 def test_captures_inside_a_log_are_read_as_their_own_regions(tmp_path):
     """A job that prints `nvidia-smi dmon`, `topo -m` and a Prometheus scrape after its server's log."""

@@ -117,7 +117,9 @@ class Rows(list):
     def leave(self) -> None:
         """No longer held within the shared cap (its rows were taken by another Evidence)."""
         if len(self.shared) > 1:
-            self.shared.remove(self)
+            # by identity: Rows are lists, and list.remove() takes the first *equal* one (two
+            # launches of one log copied twice hold equal rows: the wrong one left the cap)
+            self.shared[:] = [r for r in self.shared if r is not self]
             self.shared = [self]
 
     def _used(self) -> int:
@@ -150,6 +152,19 @@ class Rows(list):
         for r in rows:
             self.append(r)
 
+    # Pickled whole (an input read in another process comes back so): the rows, the state, and
+    # each row's number in its series by position, as `order` is keyed by id() (new ids on load).
+    def __reduce__(self):
+        state = dict(self.__dict__)
+        state["order"] = [self.order.get(id(r)) for r in self] if self.order else None
+        return _rows_restore, (self.cap, self.key), (list(self), state)
+
+    def __setstate__(self, st) -> None:
+        rows, state = st
+        order = state.pop("order")
+        self.__dict__.update(state)
+        list.extend(self, rows)
+        self.order = {id(r): n for r, n in zip(rows, order) if n is not None} if order else {}
     def _thin(self) -> None:
         if self.stride == 1:        # numbers for the rows kept so far, in order per series
             self.seen = {}
@@ -163,6 +178,10 @@ class Rows(list):
         self.order = {id(r): self.order.get(id(r), 0) for r in keep}
         self[:] = keep
         self._pending = False
+
+
+def _rows_restore(cap: int, key) -> Rows:
+    return Rows(cap, key)
 
 
 def _stats_series(row: dict):

@@ -14,6 +14,7 @@ Without a steady window (too few samples) they are unknown: the rule says *not a
 """
 from __future__ import annotations
 
+import ast
 import re
 
 from ..values import is_unknown
@@ -50,12 +51,23 @@ def evaluate_sustained(spec: dict, names: dict, samples: dict | None) -> dict:
     times = samples.get("time") or [None] * n
     flags = []
     row = dict(names)               # one copy of the signals; each sample overwrites its columns
-    cols = [(c, samples.get(c)) for c in COLUMNS]
+    used = _columns_of(spec["when"])
+    for c in COLUMNS:
+        if c not in used:
+            row[c] = None           # a column `when` does not name: what it is does not matter
+    cols = [(c, samples.get(c)) for c in used]
+    # `when` is a pure function of the sample's columns it names: samples alike are judged once
+    # (a day of stats is thousands of samples, most of them repeating a few values).
+    seen: dict = {}
     for i in range(n):
-        for c, col in cols:
-            row[c] = col[i] if col is not None else None
-        x = evaluate(spec["when"], row)
-        flags.append(not is_unknown(x) and bool(x))
+        key = tuple(col[i] if col is not None else None for _, col in cols)
+        f = seen.get(key)
+        if f is None:
+            for (c, _), v in zip(cols, key):
+                row[c] = v
+            x = evaluate(spec["when"], row)
+            f = seen[key] = not is_unknown(x) and bool(x)
+        flags.append(f)
     a, b = _longest(flags)
     run = b - a
     seconds = None
@@ -78,6 +90,19 @@ def evaluate_sustained(spec: dict, names: dict, samples: dict | None) -> dict:
         if col is not None:
             out["sustained_peak"] = max((x for x in col[a:b] if x is not None), default=None)
     return out
+
+
+_USED: dict = {}
+
+
+def _columns_of(tree) -> tuple:
+    """The sample columns an expression names (a parsed rule's tree lives as long as the run)."""
+    k = id(tree)
+    got = _USED.get(k)
+    if got is None or got[0] is not tree:
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        got = _USED[k] = (tree, tuple(c for c in COLUMNS if c in names))
+    return got[1]
 
 
 def _longest(flags: list) -> tuple[int, int]:

@@ -20,7 +20,7 @@ from ..evidence.finish import finish
 from ..values import model_id
 from ..evidence.model import Evidence
 from .launches import IDENTITY, Piece, compatible, identity  # noqa: F401  (IDENTITY: the reports' import)
-from .loading import Read, read_input
+from .loading import Read, read_inputs
 from .readers.files import Input, InputError
 
 class Skipped:
@@ -39,13 +39,11 @@ def load_groups(inputs: list[Input], year: int | None = None, gpu_start=None, gp
     launches: where they are and how they ended) and `skipped` (the run's skipped inputs)."""
     reads: list[Read] = []
     skipped: list[Skipped] = []
-    for inp in inputs:
-        try:
-            r = read_input(inp, year)
-        except InputError as e:
+    for inp, r in zip(inputs, read_inputs(inputs, year)):
+        if isinstance(r, InputError):
             if len(inputs) == 1:
-                raise
-            skipped.append(Skipped(inp.display, _reason(str(e), inp.display)))
+                raise r
+            skipped.append(Skipped(inp.display, _reason(str(r), inp.display)))
             continue
         why = not_an_input(r)
         if why and len(inputs) == 1:

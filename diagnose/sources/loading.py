@@ -14,6 +14,7 @@ each format's) and count the rest.
 """
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import re
@@ -50,6 +51,7 @@ SAMPLE_BYTES = 8 * 1024
 # the earlier one of the same server (same engine, compatible settings) it would be grouped with:
 # memory and time stay per line, not per launch, in a restart loop of thousands.
 FOLD_AFTER = 32
+COLLECT_EVERY = 32     # folds between two runs of the cycle collector (see _State.new_launch)
 
 
 class Read:
@@ -114,6 +116,71 @@ def start_scans(inputs: list[Input]) -> int:
     return 0
 
 
+# Several small files (a folder of logs) are read by worker processes, one file each at a time:
+# a file's lines go through Python parsers that use one core. Big logs are read by the C reader,
+# which already uses every core, so a run with one stays in this process.
+SPREAD_MIN_BYTES = 1 << 20      # below this in all, starting workers costs more than it saves
+SPREAD_MAX_WORKERS = 2          # each holds one small file whole: memory stays bounded
+
+
+def read_inputs(inputs: list[Input], year: int | None = None) -> list:
+    """Each input → its Read, or the InputError it raised, in the order given."""
+    n = _workers(inputs)
+    if n < 2:
+        return [_read_or_error(inp, year) for inp in inputs]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    out: list = [None] * len(inputs)
+    # the biggest first, so that no big file is left alone at the end on one core
+    order = sorted(range(len(inputs)), key=lambda i: -_size(inputs[i]))
+    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = {pool.submit(_read_or_error, inputs[i], year): i for i in order}
+        try:
+            for f, i in futures.items():
+                out[i] = f.result()
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+    return out
+
+
+def _read_or_error(inp: Input, year):
+    try:
+        return read_input(inp, year)
+    except InputError as e:
+        return e
+
+
+def _size(inp: Input) -> int:
+    try:
+        st = os.stat(inp.path)
+    except OSError:
+        return -1
+    return st.st_size if stat.S_ISREG(st.st_mode) else -1
+
+
+def _workers(inputs: list[Input]) -> int:
+    """How many processes read `inputs`: one unless there are several small plain files, a core
+    each, and fork is at hand with no thread running (a fork copies no other thread)."""
+    env = os.environ.get("DIAGNOSE_JOBS")
+    limit = SPREAD_MAX_WORKERS if not (env or "").isdigit() else int(env)
+    if limit < 2 or len(inputs) < 2:
+        return 1
+    import sys
+    import threading
+    if not sys.platform.startswith("linux") or threading.active_count() > 1:
+        return 1
+    from .readers import bulk
+    sizes = [_size(inp) for inp in inputs]
+    if min(sizes) < 0 or max(sizes) >= bulk.FAST_MIN_BYTES or sum(sizes) < SPREAD_MIN_BYTES:
+        return 1        # stdin, a FIFO, a missing file, a big log; or too little to share
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return min(limit, cores, len(inputs))
+
+
 def read_input(inp: Input, year: int | None = None, into: Evidence | None = None, sniffing: bool = False) -> Read:
     """One input → Read. `into`: one Evidence for the whole input (launches not told apart)."""
     started, inp.started = getattr(inp, "started", None), None
@@ -165,6 +232,7 @@ class _State:
         self.readers = [f.reader(self.src, info) for f in formats.LINE_FORMATS]
         self.region = None
         self.made = 1                       # pieces made (their index), folded ones included
+        self.folds = 0                      # launches folded into an earlier one
 
     def ev(self) -> Evidence:
         return self.piece.ev
@@ -208,6 +276,13 @@ class _State:
             if into is not None:
                 into.fold(old)
                 self.pieces.remove(old)
+                self.folds += 1
+                if self.folds % COLLECT_EVERY == 0:
+                    # A folded launch's evidence is freed only by the cycle collector (its
+                    # objects refer to each other), which an analysis keeps off (cli.py): without
+                    # this, a restart loop of thousands grows by ~60 KB a launch. The young
+                    # generations only: what was made since the last time, not the whole run.
+                    gc.collect(1)
         return p
 
 

@@ -31,7 +31,7 @@ import sys
 import threading
 
 from .build import LIBRARY, SOURCE, source_key
-from ..segments import MAX_LINE, NO_LINE_END, ROW_WIDTH, Segment
+from ..segments import MAX_LINE, NO_LINE_END, ROW_WIDTH, FlatRows, Segment
 NSTATUS = 1000
 ROWS_CAP = 4096         # rows per call; a full buffer makes the call return early, never grow
 HEADS_CAP = 1 << 15
@@ -196,8 +196,8 @@ def _scratch():
 
 
 def _collect(t, rows_buf, nr, keys, counts, nh, rows, heads) -> None:
-    flat = rows_buf[: ROW_WIDTH * nr.value]
-    rows.extend(tuple(flat[i: i + ROW_WIDTH]) for i in range(0, len(flat), ROW_WIDTH))
+    if nr.value:
+        rows.add(ctypes.string_at(rows_buf, 8 * ROW_WIDTH * nr.value))
     if nh.value:
         heads.append((ctypes.string_at(keys, 8 * nh.value), ctypes.string_at(counts, 8 * nh.value), nh.value))
 
@@ -217,7 +217,7 @@ def scan(lib, buf: bytes, start: int, end: int, keep: int) -> Segment:
     rows_buf, keys, counts, slots = _scratch()
     t = Totals()
     nr, nh = ctypes.c_int64(0), ctypes.c_int64(0)
-    rows: list = []
+    rows = FlatRows()
     heads: list = []
     pos = start
     while pos < end:
@@ -245,7 +245,7 @@ def scan_range(lib, fd: int, a: int, b: int, size: int, keep: int, text_fd: int,
     out: list[Segment] = []
     t = Totals()
     nr, nh = ctypes.c_int64(0), ctypes.c_int64(0)
-    rows: list = []
+    rows = FlatRows()
     heads: list = []
     pos = start
     while pos < b and pos < size:
@@ -260,7 +260,7 @@ def scan_range(lib, fd: int, a: int, b: int, size: int, keep: int, text_fd: int,
         if nxt == -2:       # no newline in the line's first MAX_LINE bytes: cut there
             if pos > start:
                 out.append(_segment(None, text_fd, start, pos, t, rows, heads))
-                t, rows, heads = Totals(), [], []
+                t, rows, heads = Totals(), FlatRows(), []
             after = lib.dg_line_start(fd, pos + MAX_LINE, read, len(read), size, ctypes.byref(err))
             if after < 0:
                 raise OSError(err.value, os.strerror(err.value))
