@@ -240,6 +240,7 @@ def markdown(rows: list[Row]) -> str:
     out = ["| case | size | reference | reference s | diagnose s | ratio | peak RSS MB | goal | met |",
            "|---|---:|---|---:|---:|---:|---:|---|---|"]
     for r in rows:
+        r = {k: v.replace("|", "\\|") if isinstance(v, str) else v for k, v in r.items()}   # a cell's own pipe
         out.append("| %s | %s | %s | %.3f | %.3f | %s | %s | %s | %s |" % (
             r["case"], fmt_size(r["bytes"]), r["reference"], r["reference_s"] or 0, r["diagnose_s"],
             "%.2f" % r["ratio"] if r["ratio"] else "n/a", "%.0f" % r["rss_mb"] if r["rss_mb"] else "-",
