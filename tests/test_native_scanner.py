@@ -275,3 +275,26 @@ def test_several_big_logs_are_each_read_whole(tmp_path):
     assert outs[0] == outs[1]
     # the files end without a newline: each holds as many lines as newlines plus one
     assert [n for _, n, _ in outs[0]] == [f.read_bytes().count(b"\n") + 1 for f in sorted(d.iterdir())]
+
+
+def test_the_small_input_path_flags_the_lines_the_keyword_regex_finds():
+    """A small input is read whole, every line, the keyword lines to the parsers: C flags them
+    (dg_keyword_flags) where it is built; the rows are the ones the regex gives, on every real log,
+    every sample, and the edge lines (unreadable, NUL, long, non-ASCII)."""
+    _native_or_skip()
+    from diagnose.sources.readers import bulk, scanner
+    from conftest import SAMPLES_DIR
+    files = sorted((ROOT / "fixtures" / "real").glob("*.log")) + sorted(p for p in SAMPLES_DIR.rglob("*") if p.is_file())
+    blocks = [p.read_bytes() for p in files] + [b"\n".join(EDGE_LINES + UNSURE_LINES)]
+    flagged = 0
+    for data in blocks:
+        data = data if data.endswith(b"\n") else data + b"\n"
+        c = scanner._segment(data, 10, False, scanner._KW)
+        bulk.USE_NATIVE = False
+        try:
+            py = scanner._segment(data, 10, False, scanner._KW)
+        finally:
+            bulk.USE_NATIVE = True
+        assert c.rows == py.rows
+        flagged += len(c.rows)
+    assert len(blocks) > 100 and flagged > 10_000

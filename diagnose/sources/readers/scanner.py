@@ -178,9 +178,10 @@ def _segment(block: bytes, keep: int, tally: bool, keywords) -> Segment:
     kw = keywords.search
     a = 0           # where the line at hand starts in the block
     if not tally:
+        flags = _flags(block, len(lines)) if keywords is _KW else None
         for i, raw in enumerate(lines):
             z = a + len(raw)
-            if kw(raw) and not (bad and i + 1 in bad):
+            if (flags[i] if flags is not None else kw(raw)) and not (bad and i + 1 in bad):
                 rows.append((ROW_KEYWORD, i, a, z, 0))
             a = z + 1
         return seg
@@ -228,6 +229,17 @@ def _segment(block: bytes, keep: int, tally: bool, keywords) -> Segment:
     seg.status = sorted(status.items())
     seg.head_counts = heads
     return seg
+
+
+def _flags(block: bytes, lines: int) -> bytes | None:
+    """Which lines hold a keyword, from the C reader where it is built (the same keywords, byte
+    for byte); None without it: the regex then, a line at a time."""
+    from . import bulk
+    if not bulk.USE_NATIVE or lines == 0:
+        return None
+    from . import native
+    lib = native.load()
+    return native.keyword_flags(lib, block, lines) if lib is not None else None
 
 
 def _bad_lines(block: bytes, base: int) -> set[int] | None:

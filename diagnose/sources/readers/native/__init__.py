@@ -149,6 +149,8 @@ def _open():
     lib.dg_scan_fd.argtypes = [ctypes.c_int, i64, i64, i64, p, i64, ctypes.POINTER(ctypes.c_int),
                                *lib.dg_scan.argtypes[3:]]
     lib.dg_scan_fd.restype = i64
+    lib.dg_keyword_flags.argtypes = [p, i64, ctypes.c_char_p, i64]
+    lib.dg_keyword_flags.restype = i64
     lib.dg_heads_add.argtypes = [ctypes.POINTER(HeadsTable), p, p, i64]
     lib.dg_heads_add.restype = None
     lib.dg_heads_get.argtypes = [ctypes.POINTER(HeadsTable), ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(i64)]
@@ -210,6 +212,14 @@ def _segment(buf, fd, start, end, t, rows, heads) -> Segment:
     seg.rows = rows
     seg.heads = heads
     return seg
+
+
+def keyword_flags(lib, block: bytes, lines: int) -> bytes | None:
+    """One byte per line of `block` (whole lines), 1 where it holds a keyword; None if C saw
+    another number of lines than the caller (then the caller asks Python)."""
+    out = ctypes.create_string_buffer(max(1, lines))
+    n = lib.dg_keyword_flags(block, len(block), out, lines)
+    return out.raw[:lines] if n == lines else None
 
 
 def scan(lib, buf: bytes, start: int, end: int, keep: int) -> Segment:

@@ -492,6 +492,22 @@ static int is_probe(const uint8_t *path, int64_t n)
     return 0;
 }
 
+/* The small-input path, where every line is read: one byte per line of buf[0:n] (whole lines,
+ * each ending with a newline), 1 where the line holds a keyword. Returns the lines flagged (at most
+ * `cap`). The Python reader asks the same with one regex of ~250 alternatives, a line at a time. */
+int64_t dg_keyword_flags(const uint8_t *buf, int64_t n, uint8_t *flags, int64_t cap)
+{
+    int64_t i = 0, pos = 0;
+    while (pos < n && i < cap) {
+        const uint8_t *s = buf + pos;
+        const uint8_t *e = memchr(s, '\n', (size_t)(n - pos));
+        if (!e) e = buf + n;
+        flags[i++] = (uint8_t)has_keyword(s, e - s);
+        pos = (e - buf) + 1;
+    }
+    return i;
+}
+
 /* Scan buf[pos:n] (whole lines: the block ends with a newline) until its end or until `rows`
  * or the heads are full; returns where it stopped. `keep`: evidence rows wanted per kind.
  * rows: ROW_WIDTH int64 each, offsets from buf's start, line indexes counted from the block's
