@@ -92,17 +92,10 @@ def evaluate_sustained(spec: dict, names: dict, samples: dict | None) -> dict:
     return out
 
 
-_USED: dict = {}
-
-
 def _columns_of(tree) -> tuple:
-    """The sample columns an expression names (a parsed rule's tree lives as long as the run)."""
-    k = id(tree)
-    got = _USED.get(k)
-    if got is None or got[0] is not tree:
-        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-        got = _USED[k] = (tree, tuple(c for c in COLUMNS if c in names))
-    return got[1]
+    """The sample columns an expression names (a few nodes: walked once per rule and window)."""
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    return tuple(c for c in COLUMNS if c in names)
 
 
 def _longest(flags: list) -> tuple[int, int]:
