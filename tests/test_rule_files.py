@@ -174,19 +174,6 @@ def test_rules_signals_lists_every_name_the_rules_use_with_unit_and_source():
     assert "GPU samples" in listed["gpu_util_spread"] and "--targets" in listed["target_tpot_s"]
 
 
-def test_every_signal_the_signals_layer_gives_is_catalogued():
-    """Diagnosing the fixtures (and the inputs only a live Prometheus or a targets file give)
-    yields no signal missing from diagnose/data/signals.toml: a new signal is catalogued
-    (scripts/signal-catalogue) before a rule can name it."""
-    import runpy
-    from conftest import ROOT
-    from diagnose.ruleset.rules import signal_catalogue
-    collect = runpy.run_path(str(ROOT / "scripts" / "signal-catalogue"))["collect"]
-    names = {n for n in collect(skip=("real", "samples")) if re.fullmatch(r"[a-z_][a-z0-9_]*", n)}
-    missing = sorted(names - set(signal_catalogue()))
-    assert not missing, f"not in diagnose/data/signals.toml (run scripts/signal-catalogue): {missing}"
-
-
 def test_named_parts_all_and_any_say_what_one_long_condition_said(tmp_path):
     """`[let]` names a sub-expression, `all`/`any` list the parts: the shipped client-bound rule
     and the same rule as one inline string (every name written out) fire on the same log and stay

@@ -104,7 +104,7 @@ def _fact_flags(engine: str, values: dict, cleared: list) -> tuple[dict, list, l
             else:
                 remove.append(spec[0])
         else:
-            out[spec] = value
+            out[spec] = eng.fact_values.get(fact, {}).get(str(value), value)
     return out, remove, unspelled
 
 
@@ -151,7 +151,8 @@ def _finding(rule: Rule, ev: Evidence, sig: Signals, engine: str, vals: dict) ->
         f_set, f_remove, unspelled = _fact_flags(engine, _flag_values(rule, facts["set"], vals), facts["remove"])
         flags, removes = {**f_set, **flags}, removes + [r for r in f_remove if r not in removes]
         extra = "; ".join(f"set {k} = {v}" for k, v in unspelled) if own is None else ""
-        note = " ".join(x for x in (note or render(rule, facts["note"], vals), extra and f"({extra} in this engine's settings)") if x)
+        # the facts' note says what holds for every engine; an engine's own note adds to it
+        note = " ".join(x for x in (render(rule, facts["note"], vals), note, extra and f"({extra} in this engine's settings)") if x)
     fix = Fix(engine=engine, remove=removes, set=flags, note=note)
     score = 0.0
     if rule.impact_score is not None:

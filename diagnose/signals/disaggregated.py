@@ -2,7 +2,12 @@
 node's own signals), for the rules of scope `disaggregated` (pd-ratio-imbalance)."""
 from __future__ import annotations
 
+from .producers import produces
 
+
+@produces("decode_busy_share", "decode_nodes", "decode_running_cap", "decode_running_mean",
+          "decode_waiting_mean", "kv_transfer_failure_count_all", "prefill_busy_share", "prefill_nodes",
+          "prefill_running_cap", "prefill_running_mean", "prefill_waiting_mean", texts=("pd_ratio",))
 def pd_signals(nodes: list) -> dict:
     """`nodes`: per-node Analysis objects, each with a `node_role` of prefill or decode."""
     pools = {"prefill": [a for a in nodes if a.signals.values.get("node_role") == "prefill"],

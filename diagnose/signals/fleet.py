@@ -1,9 +1,15 @@
 """Fleet signals: how the replicas behind one balancer compare (from their own signals)."""
 from __future__ import annotations
 
+from .producers import produces
+
 import statistics
 
 
+@produces("fleet_down_count", "fleet_instances", "fleet_kv_cv", "fleet_kv_ratio", "fleet_kv_spread",
+          "fleet_running_cv", "fleet_running_ratio", "fleet_running_spread", texts=("fleet_down",
+          "fleet_kv_coolest", "fleet_kv_hottest", "fleet_replaced", "fleet_running_coolest",
+          "fleet_running_hottest"))
 def fleet_signals(analyses: list, end=None) -> dict:
     """`analyses`: per-instance Analysis objects. Returns signal values for the fleet rules."""
     v: dict = {"fleet_instances": len(analyses)}

@@ -7,14 +7,26 @@ from collections import Counter
 
 from ..evidence.model import Evidence
 from ..capacity.boards import lookup
+from .producers import produces
 
 LINK_PCIE = {"PIX", "PXB", "PHB", "NODE", "SYS"}
 
 
 def gpu_signals(ev: Evidence, v: dict, window: tuple | None) -> str | None:
     """Fill GPU signals into `v`; returns a description of the window used (for evidence)."""
-    _identity(ev, v)
-    _topology(ev, v)
+    identity(ev, v)
+    topology(ev, v)
+    return samples(ev, v, window)
+
+
+@produces("gpu_busiest", "gpu_idlest", "gpu_mem_used_frac", "gpu_mem_util_mean", "gpu_power_frac",
+          "gpu_power_max", "gpu_power_mean", "gpu_samples_used", "gpu_sm_clock_frac", "gpu_sm_clock_mean",
+          "gpu_temp_max", "gpu_throttled_share", "gpu_util_max", "gpu_util_mean", "gpu_util_p10",
+          "gpu_util_p50", "gpu_util_spread", "gpu_util_swing", "gpus_sampled", texts=("gpu_throttle_reasons",
+          "gpu_util_by_gpu", "gpu_window"))
+def samples(ev: Evidence, v: dict, window: tuple | None) -> str | None:
+    """Utilisation, power, clocks, memory and throttling over the engine's steady window (or the
+    busy samples); returns a description of the window used."""
     if not ev.gpu_rows:
         return None
     import polars as pl
@@ -93,7 +105,10 @@ def gpu_signals(ev: Evidence, v: dict, window: tuple | None) -> str | None:
     return basis
 
 
-def _identity(ev: Evidence, v: dict) -> None:
+@produces("gpu_memory_gib", "gpu_power_limit_w", "gpu_sm_clock_max_mhz", "gpus_reported",
+          flags=("fp8_capable",), texts=("gpu_board", "gpu_name", "gpu_power_limit_source"))
+def identity(ev: Evidence, v: dict) -> None:
+    """The GPU's name, board, power limit, clocks and memory, from the samples or the board table."""
     names = Counter(i.get("name") for i in ev.gpu_info.values() if i.get("name"))
     name = names.most_common(1)[0][0] if names else v.get("gpu_name")
     if name and not v.get("gpu_name"):
@@ -123,7 +138,10 @@ def _identity(ev: Evidence, v: dict) -> None:
         v["gpus_reported"] = len(ev.gpu_info)
 
 
-def _topology(ev: Evidence, v: dict) -> None:
+@produces(flags=("topo_tp_cross_numa", "topo_tp_nvlink", "topo_tp_pcie", "tp_over_pcie"), texts=("topo_tp_cells",),
+          source="GPU topology (nvidia-smi topo -m)")
+def topology(ev: Evidence, v: dict) -> None:
+    """How the tensor-parallel ranks are linked (`nvidia-smi topo -m`): PCIe, NVLink, across NUMA."""
     links = ev.topology.get("links")
     if not links:
         return
@@ -143,6 +161,8 @@ def _topology(ev: Evidence, v: dict) -> None:
     v["topo_tp_nvlink"] = all(c.startswith("NV") for _, _, c in cells)
     numa = ev.topology.get("numa", {})
     v["topo_tp_cross_numa"] = len({numa.get(g) for g in group if numa.get(g) not in (None, "N/A")}) > 1
+    if v["topo_tp_pcie"] and tp > 1:       # the topology settles what the log's NCCL lines only hint
+        v["tp_over_pcie"] = True
     for g in group:
         src = ev.topology.get("lines", {}).get(g)
         if src:

@@ -10,6 +10,8 @@ load is the highest that meets them.
 """
 from __future__ import annotations
 
+from .producers import produces
+
 import math
 
 KNEE_GAIN = 0.10
@@ -117,6 +119,17 @@ def _fmt(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
+@produces("sweep_beyond_knee_n", "sweep_cap_suggested", "sweep_failed_points", "sweep_failed_share",
+          "sweep_failed_total", "sweep_first", "sweep_first_failed_n", "sweep_knee", "sweep_knee_gain_pct",
+          "sweep_knee_next", "sweep_knee_output_tps", "sweep_knee_rise_pct", "sweep_last", "sweep_last_from",
+          "sweep_last_gain_pct", "sweep_last_rise_pct", "sweep_meeting_n", "sweep_observed_vs_knee",
+          "sweep_points_n", "sweep_recommended", "sweep_requests_total", "sweep_targets_unchecked",
+          "sweep_top_gain_pct", "sweep_top_rise_x", "sweep_tpot_factor", "sweep_ttft_factor",
+          flags=("sweep_burst", "sweep_failed_from_first", "sweep_first_failed_all", "sweep_lightest_is_one",
+          "sweep_targets_checked", "sweep_unsaturated"), texts=("engine", "sweep_axis", "sweep_extend_to",
+          "sweep_failure_cause", "sweep_first_failed_at", "sweep_knee_at", "sweep_knee_metric",
+          "sweep_knee_next_at", "sweep_last_at", "sweep_last_from_at", "sweep_lightest", "sweep_limit",
+          "sweep_limit_why", "sweep_recommended_basis", "sweep_run_at", "sweep_slo_misses", "sweep_tool"))
 def sweep_signals(ev, sig) -> None:
     """Adds the sweep's signals to `sig.values` and its table to `sig.sweep` (reports)."""
     if not ev.bench_points:

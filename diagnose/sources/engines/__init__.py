@@ -75,6 +75,9 @@ class Engine:
     # present) for a switch (`("--enforce-eager", True)`: present means the fact is true). Facts of
     # `flags_from_facts` with a flag taking a value are included.
     fact_flags = _EMPTY
+    # A fact's value as this engine's flag spells it, where it differs: fact -> {value: spelling}
+    # (`{"kv_cache_dtype": {"fp8": "fp8_e4m3"}}`).
+    fact_values = _EMPTY
 
     def flag_for(self, fact: str):
         spec = self.fact_flags.get(fact)

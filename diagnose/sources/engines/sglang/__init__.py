@@ -46,6 +46,7 @@ ENGINE = Engine(
     # (SGLang's chunked-prefill size is the per-step prefill token budget)
     fact_flags={"max_num_seqs": "--max-running-requests", "max_num_batched_tokens": "--chunked-prefill-size",
                 "max_model_len": "--context-length", "enforce_eager": ("--disable-cuda-graph", True)},
+    fact_values={"kv_cache_dtype": {"fp8": "fp8_e4m3"}},      # SGLang names the FP8 format
     flags_from_facts=(("tensor_parallel_size", "--tp-size", 1), ("pipeline_parallel_size", "--pp-size", 1),
                       ("data_parallel_size", "--dp-size", 1), ("enforce_eager", "--disable-cuda-graph", False),
                       ("kv_cache_dtype", "--kv-cache-dtype", "auto"), ("quantization", "--quantization", None),
