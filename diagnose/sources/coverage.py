@@ -55,15 +55,66 @@ _TRACEBACK = (r"^\s*Traceback \(most recent call last\)|^\s*File \"[^\"]+\", lin
               r"|^\s*\^[\^~ ]*$|^\s*~+\^+~*\s*$")
 # (each number starts where no digit is before it: linear on a line of digits)
 _PROGRESS = r"(?<![\d.])\d+%\s*\|[^|]*\||(?<!\d)\d+/\d+ \[\d\d:\d\d|it/s\]|s/it\]|(?<![\d.])\d+(?:\.\d+)?%\s+Completed"
+# Literals each of these shapes holds: a line without them skips the shape (Python's re tries a
+# shape at every position of the line; the digit-led ones cost ~5 µs a line each, on lines that
+# mostly cannot hold them).
+_GATES = {r"(?<![\d.])\d+%\s*\|[^|]*\|": ("%", "|"), r"(?<!\d)\d+/\d+ \[\d\d:\d\d": ("/", " ["),
+          r"(?<![\d.])\d+(?:\.\d+)?%\s+Completed": ("Completed",), r"(?<!\w)[A-Za-z_]\w*Warning: ": ("Warning: ",)}
+
+
+def _alternatives(pattern: str) -> list[str]:
+    """The top-level alternatives of a regex (outside groups and classes)."""
+    out, depth, in_class, start, i = [], 0, False, 0, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c in "()":
+            depth += 1 if c == "(" else -1
+        elif c == "|" and depth == 0:
+            out.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    return out + [pattern[start:]]
+
+
+def _kinds() -> list[tuple[str, str]]:
+    return ([(name, e.shape) for name, e in ENGINES.items() if e.shape]
+            + [("traceback", _TRACEBACK), ("progress", _PROGRESS), ("shared", _SHARED)])
 
 
 def _classifier():
-    parts = [f"(?P<{name}>{e.shape})" for name, e in ENGINES.items() if e.shape]
-    parts += [f"(?P<traceback>{_TRACEBACK})", f"(?P<progress>{_PROGRESS})", f"(?P<shared>{_SHARED})"]
-    return re.compile("|".join(parts))
+    return re.compile("|".join(f"(?P<{name}>{shape})" for name, shape in _kinds()))
 
 
 _CLASSIFY = _classifier()
+# Past the line's first character only the shapes not anchored at its start can match. Each is
+# searched on its own (an alternation of them is ~3× slower: re's literal-prefix scan works only
+# for a lone pattern), in the order of _CLASSIFY, keeping the leftmost match and, at one place,
+# the first kind — what one search of _CLASSIFY gives.
+_FLOATING = tuple((name, re.compile(a), _GATES.get(a, ())) for name, shape in _kinds()
+                  for a in _alternatives(shape) if not a.startswith("^"))
+
+
+def _leftmost(rest: str):
+    """(start, kind) of the leftmost floating shape in `rest` past its first character, or None."""
+    best = None
+    for name, rx, gate in _FLOATING:
+        if gate and not all(g in rest for g in gate):
+            continue
+        m = rx.search(rest, 1)
+        if m is not None and (best is None or m.start() < best[0]):
+            best = (m.start(), name)
+            if best[0] == 1:
+                break
+    return best
+
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # Headings, fences, tables, lists and links: a document, not a log (a folder's README).
 _MD_FIRST = frozenset("#`|-*0123456789")
@@ -79,10 +130,13 @@ def classify(text: str) -> str | None:
     head = text[:240]
     p = _PREFIX.match(head)
     rest = head[p.end():] if p else head
-    m = _CLASSIFY.search(rest)
-    if m is None:
+    m = _CLASSIFY.match(rest)
+    if m is not None:
+        return m.lastgroup
+    found = _leftmost(rest) if len(rest) > 1 else None
+    if found is None:
         return SHARED if p and p.group("proc") and rest.strip() else None   # an engine process's own output
-    return m.lastgroup
+    return found[1]
 
 
 def expected_by(text: str) -> str | None:

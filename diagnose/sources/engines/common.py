@@ -9,6 +9,7 @@ import zlib
 
 from ...evidence.model import Evidence
 from ...redact import redact
+from ..literals import needles
 from ..readers.lineprefix import Line
 from . import ENGINES
 
@@ -317,6 +318,9 @@ def dispatch(parser, table, msg: str, line: Line, ev: Evidence, when) -> bool:
     """An engine parser's table of (pattern, handler): the first pattern found in the message
     hands the line to its handler. True when one did."""
     for rx, fn in table:
+        n = needles(rx)
+        if n is not None and not any(x in msg for x in n):     # the phrase is not there: no search
+            continue
         m = rx.search(msg)
         if m:
             fn(parser, m, line, ev, when)

@@ -13,17 +13,23 @@ from ... import redact as _redaction
 from ...redact import redact
 
 
-def split_top(s: str, sep: str = ",") -> list[str]:
-    """Split on `sep` at nesting depth 0, outside quotes. Tolerates a truncated tail."""
-    out, depth, quote, start, i = [], 0, None, 0, 0
-    n = len(s)
-    while i < n:
+# The characters split_top acts on: it jumps from one to the next (a config dump's line is tens of
+# kilobytes; stepping through it a character at a time in Python took ~7 ms a dump).
+_SPECIAL = re.compile(r"[\\'\"()\[\]{},]")
+
+
+def split_top(s: str) -> list[str]:
+    """Split on commas at nesting depth 0, outside quotes. Tolerates a truncated tail."""
+    out, depth, quote, start, skip = [], 0, None, 0, -1
+    for m in _SPECIAL.finditer(s):
+        i = m.start()
+        if i < skip:                # the character after a backslash inside quotes
+            continue
         c = s[i]
         if quote:
             if c == "\\":
-                i += 2
-                continue
-            if c == quote:
+                skip = i + 2
+            elif c == quote:
                 quote = None
         elif c in "'\"":
             quote = c
@@ -31,10 +37,9 @@ def split_top(s: str, sep: str = ",") -> list[str]:
             depth += 1
         elif c in ")]}":
             depth -= 1
-        elif c == sep and depth == 0:
+        elif c == "," and depth == 0:
             out.append(s[start:i])
             start = i + 1
-        i += 1
     out.append(s[start:])
     return [p.strip() for p in out if p.strip()]
 
