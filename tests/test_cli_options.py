@@ -298,13 +298,13 @@ def test_version_prints_the_package_version_and_exits_0(args):
     p = run_cli(*args)
     assert p.returncode == 0, p.stderr.decode()
     assert p.stdout.decode() == f"diagnose {diagnose.__version__}\n" and p.stderr == b""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    assert diagnose.__version__ == project
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert diagnose.__version__ == project["version"]
     try:
-        installed = importlib.metadata.version("diagnose")
+        installed = importlib.metadata.version(project["name"])      # diagnose-llm-serving
     except importlib.metadata.PackageNotFoundError:
-        installed = project          # not installed: the tree is all there is
-    assert installed == project
+        installed = project["version"]      # not installed: the tree is all there is
+    assert installed == project["version"]
 
 
 # --- 5. --start / --end / --since for --prometheus, under several time zones ------------------
