@@ -80,8 +80,11 @@ def test_gpu_command_without_live_or_files_says_how_to_use_it(tmp_path):
     assert p.returncode == 2 and b"nope.csv" in p.stderr and b"unexpected extra argument" not in p.stderr
 
 
-def test_follow_waits_for_a_file_that_is_not_there_yet(tmp_path):
+@pytest.mark.parametrize("start,says", [("missing", "to appear"), ("empty", "to be written to")])
+def test_follow_waits_for_a_file_that_is_not_there_yet(tmp_path, start, says):
     log = tmp_path / "later.log"
+    if start == "empty":
+        log.touch()
     env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1")
     proc = subprocess.Popen([sys.executable, "-m", "diagnose", "--follow", "--interval", "1s", "-f", "json", str(log)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
@@ -95,7 +98,7 @@ def test_follow_waits_for_a_file_that_is_not_there_yet(tmp_path):
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0
-    assert err.decode().count("waiting for") == 1                     # said once
+    assert err.decode().count("waiting for") == 1 and says in err.decode()      # said once
 
 
 def test_follow_stopped_while_waiting_exits_as_interrupted(tmp_path):
