@@ -135,7 +135,8 @@ def _check(d: dict, path: str, text: str) -> None:
     try:
         target_tables({k: v for k, v in d.items() if is_target_key(k)})
     except TargetsError as e:
-        fail(e.key, f"targets: {e}" if not str(e).startswith(("targets", "`targets`")) else str(e))
+        # a message about the [targets] table itself names it already; one about a profile gets the prefix
+        fail(e.key, str(e) if str(e).startswith(("targets", "`targets`")) else f"targets: {e}")
 
 
 def _where(path: str, text: str, key: str, table: str | None = None) -> str:
