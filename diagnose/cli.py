@@ -91,6 +91,8 @@ COMMANDS_EPILOG = """\b
 Commands:
   rules [RULE_ID]  list every rule, or print one rule's documentation
   gpu --live       sample this machine's GPUs through NVML and diagnose them
+  gpu FILE...      captured GPU samples (nvidia-smi dmon, --query-gpu CSV, topo -m):
+                   the same as `diagnose FILE...`
   capacity         KV cache, concurrency and speed bounds for one deployment
                    (--model MODEL --gpu GPU --context TOKENS)
 

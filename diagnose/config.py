@@ -9,7 +9,8 @@
     severity = "low"                # override the rule's severity
     params = { kv_low_pct = 30 }    # override the rule's thresholds (see `diagnose rules ID`)
 
-    [targets]                       # SLO targets (read by the slo-* rules)
+    [targets.default]               # SLO targets (read by the slo-* rules), as in a --targets
+    ttft_p50_ms = 500               # file: [default] etc. bare, or under [targets] (targets.py)
 """
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ def load_config(path: str | None, today: dt.date | None = None) -> Config:
         raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
     _check(d, path, text)
     today = today or dt.date.today()
-    cfg = Config(path=path, targets=d.get("targets", {}), text=text)
+    from .targets import is_target_key, target_tables
+    cfg = Config(path=path, targets=target_tables({k: v for k, v in d.items() if is_target_key(k)}), text=text)
     raw_ignores = d.get("ignore", [])
     if isinstance(raw_ignores, list) and all(isinstance(x, str) for x in raw_ignores):
         raw_ignores = [{"id": x} for x in raw_ignores]
@@ -92,9 +94,11 @@ def _check(d: dict, path: str, text: str) -> None:
     def fail(key: str, what: str, table: str | None = None):
         raise ConfigError(f"{_where(path, text, key, table)}: {what}")
 
+    from .targets import TargetsError, is_target_key, target_tables
     for key in d:
-        if key not in ("ignore", "rules", "targets"):
-            fail(key, f"unknown key `{key}` (expected [[ignore]], [rules.RULE_ID] or [targets])")
+        if key not in ("ignore", "rules") and not is_target_key(key):
+            fail(key, f"unknown key `{key}` (expected [[ignore]], [rules.RULE_ID], or targets: [targets.default] "
+                      f"or [default], [skus.GPU], [deployments.\"MODEL\"])")
     ignores = d.get("ignore", [])
     if not isinstance(ignores, list):
         fail("ignore", "`ignore` must be a list of [[ignore]] tables or of rule ids")
@@ -128,13 +132,11 @@ def _check(d: dict, path: str, text: str) -> None:
         for k, v in params.items():
             if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
                 fail(k, f"[rules.{rid}]: params.{k} must be a number, not {v!r}", f"rules.{rid}")
-    targets = d.get("targets", {})
-    from .targets import check_targets
-    if not isinstance(targets, dict):
-        fail("targets", "`targets` must be a table: [targets.default]")
-    err = check_targets(targets)
-    if err:
-        fail(err[0], f"targets: {err[1]}")
+    try:
+        target_tables({k: v for k, v in d.items() if is_target_key(k)})
+    except TargetsError as e:
+        # a message about the [targets] table itself names it already; one about a profile gets the prefix
+        fail(e.key, str(e) if str(e).startswith(("targets", "`targets`")) else f"targets: {e}")
 
 
 def _where(path: str, text: str, key: str, table: str | None = None) -> str:

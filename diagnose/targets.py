@@ -1,7 +1,8 @@
-"""SLO targets (`--targets FILE`, TOML or YAML, or `[targets]` in .diagnose.toml), as operators write them:
-per GPU model (SKU) and per deployment, latency and throughput KPIs:
+"""SLO targets, as operators write them: per GPU model (SKU) and per deployment, latency and
+throughput KPIs. One schema wherever targets are given — a `--targets FILE` (TOML or YAML), a
+targets file among the inputs, or `.diagnose.toml` — in either form, bare or under `[targets]`:
 
-    [default]                     # applies when nothing more specific matches
+    [default]                     # or [targets.default]: applies when nothing more specific matches
     ttft_p50_ms = 500
     ttft_p99_ms = 2000
     tpot_ms = 50                  # inter-token latency
@@ -15,6 +16,8 @@ per GPU model (SKU) and per deployment, latency and throughput KPIs:
 
     [skus.jetson_thor]            # by GPU name (words of the key, e.g. "jetson thor")
     ttft_p50_ms = 500
+
+`target_tables` reads both forms, for every one of those places.
 """
 from __future__ import annotations
 
@@ -29,7 +32,37 @@ KEYS = {"ttft_p50_ms": ("target_ttft_p50_s", 1e-3), "ttft_p99_ms": ("target_ttft
 
 
 class TargetsError(ValueError):
-    pass
+    def __init__(self, msg: str, key: str | None = None):
+        super().__init__(msg)
+        self.key = key          # the key at fault, for a `file:line` where the caller has the text
+
+
+WRAPPER = "targets"             # [targets.default], as .diagnose.toml has always written it
+PROFILES = ("default", "skus", "deployments")
+
+
+def is_target_key(key: str) -> bool:
+    """A top-level key that belongs to the targets (bare form, or the [targets] table itself)."""
+    return key == WRAPPER or key in PROFILES or key in KEYS
+
+
+def target_tables(d: dict) -> dict:
+    """The targets of `d` in the bare form ([default], [skus.GPU], [deployments."MODEL"], or
+    target keys at the top level), whichever form it was written in: `[targets.…]` is unwrapped.
+    Both forms at once are refused (which one is meant?); so is anything check_targets refuses."""
+    if WRAPPER in d:
+        inner = d[WRAPPER]
+        if not isinstance(inner, dict):
+            raise TargetsError("`targets` must be a table: [targets.default]", WRAPPER)
+        bare = [k for k in d if k != WRAPPER]
+        if bare:
+            raise TargetsError(f"targets given twice, under [targets] and as `{bare[0]}` at the top level: "
+                               f"write them one way ([targets.default] or [default])", bare[0])
+        d = inner
+    err = check_targets(d)
+    if err:
+        raise TargetsError(err[1], err[0])
+    return d
 
 
 def load_targets(path: str) -> dict:
@@ -54,10 +87,10 @@ def load_targets(path: str) -> dict:
         raise TargetsError(f"{where}: not valid targets ({msg})") from None
     if not isinstance(d, dict):
         raise TargetsError(f"{path}: expected a table of targets")
-    err = check_targets(d)
-    if err:
-        raise TargetsError(f"{path}: {err[1]}")
-    return d
+    try:
+        return target_tables(d)
+    except TargetsError as e:
+        raise TargetsError(f"{path}: {e}", e.key) from None
 
 
 def check_targets(d: dict) -> tuple[str, str] | None:
@@ -83,7 +116,7 @@ def check_targets(d: dict) -> tuple[str, str] | None:
             err = profile("top level", {key: v})
         else:
             return key, (f"unknown key `{key}` (expected [default], [skus.GPU], [deployments.\"MODEL\"] "
-                         f"or target keys: {', '.join(KEYS)})")
+                         f"or target keys: {', '.join(KEYS)}; each may also be under [targets])")
         if err:
             return err
     return None

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 import diagnose
 from conftest import FIXTURES, ROOT, run_cli
 
@@ -54,18 +56,35 @@ def test_a_pipe_without_columns_gets_unwrapped_lines():
     assert any(str(LOG) in x and "lines," in x for x in text.splitlines())
 
 
-def test_gpu_command_reads_captured_samples_like_the_main_command():
-    a = run_cli("-f", "json", DMON)
-    b = run_cli("gpu", "-f", "json", DMON)
-    assert a.returncode == b.returncode == 0, b.stderr.decode()
+GPU_INPUTS = {"nvidia-smi dmon": [DMON], "nvidia-smi --query-gpu CSV": [FIXTURES / "gpu" / "throttling-query.csv"],
+              "nvidia-smi topo -m": [FIXTURES / "gpu" / "topo-nvlink-8xh100.txt"],
+              "several, with --fail-on": ["--fail-on", "info", FIXTURES / "gpu" / "host-bound-query.csv",
+                                          FIXTURES / "gpu" / "topo-nvlink-8xh100.txt"]}
+
+
+@pytest.mark.parametrize("args", GPU_INPUTS.values(), ids=GPU_INPUTS)
+def test_gpu_command_reads_captured_samples_like_the_main_command(args):
+    a = run_cli("-f", "json", *args)
+    b = run_cli("gpu", "-f", "json", *args)
+    assert a.returncode == b.returncode and a.returncode in (0, 1), b.stderr.decode()
     da, db = json.loads(a.stdout), json.loads(b.stdout)
-    assert da["verdict"] == db["verdict"] and da["deployment"]["gpu_name"] == db["deployment"]["gpu_name"]
+    assert [i["kind"] for i in db["inputs"]] == [i["kind"] for i in da["inputs"]]
+    assert db["inputs"][0]["recognised_lines"] > 0
+    assert da["verdict"] == db["verdict"] and da["findings"] == db["findings"]
+
+
+def test_gpu_command_without_live_or_files_says_how_to_use_it(tmp_path):
     p = run_cli("gpu")                                        # neither --live nor a file
     assert p.returncode == 2 and b"gpu FILE" in p.stderr
+    p = run_cli("gpu", tmp_path / "nope.csv")                 # a file that is not there: named, exit 2
+    assert p.returncode == 2 and b"nope.csv" in p.stderr and b"unexpected extra argument" not in p.stderr
 
 
-def test_follow_waits_for_a_file_that_is_not_there_yet(tmp_path):
+@pytest.mark.parametrize("start,says", [("missing", "to appear"), ("empty", "to be written to")])
+def test_follow_waits_for_a_file_that_is_not_there_yet(tmp_path, start, says):
     log = tmp_path / "later.log"
+    if start == "empty":
+        log.touch()
     env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1")
     proc = subprocess.Popen([sys.executable, "-m", "diagnose", "--follow", "--interval", "1s", "-f", "json", str(log)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
@@ -79,7 +98,7 @@ def test_follow_waits_for_a_file_that_is_not_there_yet(tmp_path):
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0
-    assert err.decode().count("waiting for") == 1                     # said once
+    assert err.decode().count("waiting for") == 1 and says in err.decode()      # said once
 
 
 def test_follow_stopped_while_waiting_exits_as_interrupted(tmp_path):
@@ -102,3 +121,20 @@ def test_shell_completion_script_and_answers():
                _DIAGNOSE_COMPLETE="complete_bash")
     q = subprocess.run([sys.executable, "-m", "diagnose"], capture_output=True, env=env, cwd=ROOT, timeout=60)
     assert q.stdout.decode().split() == ["--fail-on", "--fail-on-regression"]
+
+
+def test_install_completion_then_tab_in_bash_completes_the_options(tmp_path):
+    """What a user does: `diagnose --install-completion` from bash, a new bash, then TAB."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "diagnose").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m diagnose "$@"\n')
+    (bin_dir / "diagnose").chmod(0o755)
+    env = dict(os.environ, HOME=str(tmp_path), SHELL="/bin/bash", PYTHONPATH=str(ROOT),
+               PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    p = subprocess.run(["bash", "--norc", "-c", "diagnose --install-completion"], capture_output=True, env=env,
+                       cwd=tmp_path, timeout=60)
+    assert p.returncode == 0, p.stderr.decode()
+    tab = ("source ~/.bashrc; COMP_WORDS=(diagnose --fail); COMP_CWORD=1; _diagnose_completion diagnose; "
+           "printf '%s\\n' \"${COMPREPLY[@]}\"")
+    q = subprocess.run(["bash", "--norc", "-c", tab], capture_output=True, env=env, cwd=tmp_path, timeout=60)
+    assert q.stdout.decode().split() == ["--fail-on", "--fail-on-regression"], q.stderr.decode()

@@ -230,6 +230,47 @@ def test_targets_in_the_config_file_feed_the_slo_rules(tmp_path):
     assert f["slo-ttft"]["title"].startswith("Time to first token misses its target: p50 1750 ms (target 500 ms)")
 
 
+# One schema for targets wherever they are given (a --targets file, --config / .diagnose.toml, a
+# targets file among the inputs): bare ([default], [deployments."M"]) or under [targets].
+TARGET_FORMS = {
+    "bare.toml": TARGETS["deployment"][0],
+    "wrapped.toml": TARGETS["deployment"][0].replace("[default]", "[targets.default]")
+                                            .replace("[deployments.", "[targets.deployments."),
+    "bare.yaml": TARGETS["deployment"][1],
+    "wrapped.yaml": "targets:\n" + "".join(f"  {ln}\n" for ln in TARGETS["deployment"][1].splitlines()),
+}
+PLACES = [(place, name) for place in ("--targets", "--config", "input") for name in TARGET_FORMS
+          if not (place == "--config" and name.endswith(".yaml"))]      # a config file is TOML
+
+
+@pytest.mark.parametrize("place,name", PLACES, ids=[f"{p}-{n}" for p, n in PLACES])
+def test_targets_are_read_in_either_form_wherever_they_are_given(tmp_path, place, name):
+    t = tmp_path / name
+    t.write_text(TARGET_FORMS[name], encoding="utf-8")
+    args = [METRICS, t] if place == "input" else [METRICS, place, t]
+    f = by_id(run_json(*args))
+    assert "p50 1750 ms (target 300 ms)" in f["slo-ttft"]["title"]      # the deployment's profile, not the default
+
+
+BOTH_FORMS = '[default]\nttft_p50_ms = 500\n\n[targets.default]\nttft_p50_ms = 300\n'
+
+
+@pytest.mark.parametrize("place", ["--targets", "--config", "input"])
+def test_targets_in_both_forms_at_once_are_refused_naming_the_file(tmp_path, place):
+    t = tmp_path / "both.toml"
+    t.write_text(BOTH_FORMS, encoding="utf-8")
+    p = run_cli(t) if place == "input" else run_cli(METRICS, place, t)
+    one_line_error(p, "both.toml", "targets given twice", "[targets.default] or [default]")
+
+
+def test_a_config_with_bare_targets_keeps_its_other_tables(tmp_path):
+    cfg = tmp_path / "team.toml"
+    cfg.write_text('[[ignore]]\nid = "prefill-bound"\n\n[default]\nttft_p50_ms = 500\n', encoding="utf-8")
+    d = run_json("--config", cfg, METRICS)
+    assert "slo-ttft" in by_id(d) and "prefill-bound" not in by_id(d)
+    assert [s["id"] for s in d["suppressions"]] == ["prefill-bound"]
+
+
 # --- 3. --baseline in the terminal and markdown formats --------------------------------------
 
 def comparison(new, old) -> dict:
@@ -298,13 +339,13 @@ def test_version_prints_the_package_version_and_exits_0(args):
     p = run_cli(*args)
     assert p.returncode == 0, p.stderr.decode()
     assert p.stdout.decode() == f"diagnose {diagnose.__version__}\n" and p.stderr == b""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    assert diagnose.__version__ == project
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert diagnose.__version__ == project["version"]
     try:
-        installed = importlib.metadata.version("diagnose")
+        installed = importlib.metadata.version(project["name"])      # diagnose-llm-serving
     except importlib.metadata.PackageNotFoundError:
-        installed = project          # not installed: the tree is all there is
-    assert installed == project
+        installed = project["version"]      # not installed: the tree is all there is
+    assert installed == project["version"]
 
 
 # --- 5. --start / --end / --since for --prometheus, under several time zones ------------------

@@ -1,12 +1,14 @@
 """A non-editable install must carry the rules and the C scanner, compiled when the wheel is built:
 build the wheel and look inside, install it and run its console script. Where no C compiler works,
 the wheel is pure Python and the installed diagnose reads big logs with its Python reader, saying so once.
-The sdist must carry what its own tests need."""
+The sdist must carry what its own tests need, and install with pip as the wheel does. The
+distribution is `diagnose-llm-serving` (`diagnose` on PyPI is another project); the command and
+the import package are `diagnose`."""
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -17,8 +19,13 @@ from pathlib import Path
 
 import pytest
 
+import diagnose
 from conftest import ROOT, on_a_terminal
+from diagnose._compat import tomllib
 from diagnose.ruleset.rules import load_rules
+
+DIST = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
+FILE_STEM = DIST.replace("-", "_")          # how wheel and sdist file names spell it (PEP 427, 625)
 
 
 def _wheel(out: Path, **env) -> tuple[Path, str]:
@@ -26,7 +33,7 @@ def _wheel(out: Path, **env) -> tuple[Path, str]:
     p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(out), str(ROOT)],
                        capture_output=True, timeout=300, env=dict(os.environ, **env))
     assert p.returncode == 0, p.stderr.decode()[-2000:]
-    return next(out.glob("diagnose-*.whl")), p.stdout.decode("utf-8", "replace") + p.stderr.decode("utf-8", "replace")
+    return next(out.glob(f"{FILE_STEM}-*.whl")), p.stdout.decode("utf-8", "replace") + p.stderr.decode("utf-8", "replace")
 
 
 def _install(wheel: Path, d: Path) -> Path:
@@ -55,8 +62,14 @@ def wheel(tmp_path_factory):
     return _wheel(tmp_path_factory.mktemp("wheel"))[0]
 
 
+def test_the_distribution_is_not_named_like_the_unrelated_pypi_diagnose():
+    assert DIST == "diagnose-llm-serving"
+
+
 def test_wheel_ships_every_rule_file_the_c_scanner_and_the_console_script(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
+    meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert f"\nName: {DIST}\n" in meta
     for r in load_rules():
         rel = r.path.relative_to(ROOT / "rules").as_posix()
         assert f"diagnose/_rules/{rel}" in names, rel
@@ -97,7 +110,37 @@ def test_installed_console_script_diagnoses_the_readme_example(installed, tmp_pa
     r = _run_installed(installed, "rules", cwd=tmp_path)
     assert r.returncode == 0 and "tp-for-small-model" in r.stdout.decode()
     v = _run_installed(installed, "--version", cwd=tmp_path)
-    assert v.returncode == 0 and importlib.metadata.version("diagnose") in v.stdout.decode()
+    assert v.returncode == 0 and v.stdout.decode() == f"diagnose {_installed_version(installed, tmp_path)}\n"
+
+
+def _installed_version(bin_dir: Path, cwd: Path) -> str:
+    """The version pip recorded for the distribution in that environment (its metadata, by name)."""
+    p = subprocess.run([str(bin_dir / "python"), "-c", f"import importlib.metadata as m; print(m.version({DIST!r}))"],
+                       capture_output=True, text=True, cwd=cwd, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()
+
+
+# pipx and uv, as the README gives them. Neither is a test dependency (both fetch the wheel's
+# dependencies from the package index, which a test cannot count on): run where they are on PATH.
+TOOLS = {"pipx": lambda exe, whl: [exe, "install", "--python", sys.executable, str(whl)],
+         "uv": lambda exe, whl: [exe, "tool", "install", "--python", sys.executable, str(whl)]}
+
+
+@pytest.mark.parametrize("tool", sorted(TOOLS))
+def test_pipx_and_uv_install_the_built_wheel(tool, wheel, tmp_path):
+    exe = shutil.which(tool)
+    if exe is None:
+        pytest.skip(f"{tool} is not on PATH: its install of the wheel is not tried")
+    bin_dir = tmp_path / "bin"                # the tool's own folders, so nothing outside is touched
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(PIPX_HOME=str(tmp_path / "pipx"), PIPX_BIN_DIR=str(bin_dir), PIPX_MAN_DIR=str(tmp_path / "man"),
+               UV_TOOL_DIR=str(tmp_path / "uv"), UV_TOOL_BIN_DIR=str(bin_dir))
+    p = subprocess.run(TOOLS[tool](exe, wheel), capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    r = _run_installed(bin_dir, "-q", "--fail-on", "high", ROOT / "fixtures" / "seed003" / "realtime.log", cwd=tmp_path)
+    assert r.returncode == 1 and r.stdout == b"", r.stderr.decode()      # tp-for-small-model is HIGH
+    assert _run_installed(bin_dir, "-V", cwd=tmp_path).stdout.decode() == f"diagnose {diagnose.__version__}\n"
 
 
 def test_installed_console_script_reports_bad_input_in_one_line(installed, tmp_path):
@@ -107,13 +150,33 @@ def test_installed_console_script_reports_bad_input_in_one_line(installed, tmp_p
     assert len(err) == 1 and "no-such.log" in err[0] and "Traceback" not in p.stderr.decode()
 
 
-def test_sdist_holds_what_its_tests_need_and_they_pass(tmp_path):
-    """`python -m build --sdist`, unpacked: the suite's imports resolve there (bench/, fixtures/,
-    tests/), and a sample of the tests passes from the unpacked tree."""
-    p = subprocess.run([sys.executable, "-m", "build", "--sdist", "--outdir", str(tmp_path / "dist"), str(ROOT)],
+@pytest.fixture(scope="module")
+def sdist(tmp_path_factory) -> Path:
+    """`python -m build --sdist` of this checkout."""
+    out = tmp_path_factory.mktemp("sdist")
+    p = subprocess.run([sys.executable, "-m", "build", "--sdist", "--outdir", str(out), str(ROOT)],
                        capture_output=True, timeout=300)
     assert p.returncode == 0, p.stderr.decode()[-2000:]
-    sdist = next((tmp_path / "dist").glob("diagnose-*.tar.gz"))
+    return next(out.glob(f"{FILE_STEM}-*.tar.gz"))
+
+
+def test_sdist_installs_with_pip_and_its_command_runs(sdist, tmp_path):
+    """`pip install diagnose_llm_serving-….tar.gz` builds the wheel from the sdist (the C scanner
+    too) and gives the same `diagnose` command."""
+    bin_dir = _install(sdist, tmp_path)
+    p = _run_installed(bin_dir, "--format", "json", ROOT / "fixtures" / "seed003" / "realtime.log", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr.decode()
+    assert "tp-for-small-model" in {f["id"] for f in json.loads(p.stdout)["findings"]}
+    v = _run_installed(bin_dir, "-V", cwd=tmp_path)
+    assert v.stdout.decode() == f"diagnose {_installed_version(bin_dir, tmp_path)}\n"
+    native = subprocess.run([str(bin_dir / "python"), "-m", "diagnose.sources.readers.native"], capture_output=True,
+                            text=True, cwd=tmp_path, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert native.stdout.startswith("C scanner: "), native.stdout
+
+
+def test_sdist_holds_what_its_tests_need_and_they_pass(sdist, tmp_path):
+    """The sdist, unpacked: the suite's imports resolve there (bench/, fixtures/, tests/), and a
+    sample of the tests passes from the unpacked tree."""
     with tarfile.open(sdist) as tf:
         tf.extractall(tmp_path / "src", filter="data") if hasattr(tarfile, "data_filter") else tf.extractall(tmp_path / "src")
     top = next((tmp_path / "src").iterdir())

@@ -11,6 +11,7 @@ from ..engines.trtllm.lines import CONFIG_KEYS, add_iteration
 
 MAX_BYTES = 16 * 1024 * 1024     # parsed whole: a JSON document takes ~7 times its size in memory
 # `key = value` with spaces, as TOML is written; logfmt (`time="…" level=info`) has none.
+TOML_HEADER = re.compile(rb"^\[\[?\s*[\w\"'-]+(?:\s*\.\s*[\w\"'/. -]+)*\s*\]\]?\s*(?:#.*)?\r?$")
 TOML_LINE = re.compile(rb"^\s*(?:\[[^\]]+\]|[\w.\"'-]+ = \S.*)\s*$")
 YAML_LINE = re.compile(rb"^\s*(?:-\s+)?[\"']?[\w.\-/]+[\"']?\s*:(?:\s|$)")
 # `INFO:     10.0.0.1:5000 - "POST …` (uvicorn's access lines) has YAML's shape: a log level as the
@@ -24,10 +25,13 @@ TRT_HINTS = ("kv_cache_config", "tensorrt_llm", "enable_chunked_context", "sched
 def sniff(head: bytes) -> str | None:
     s = head.lstrip()
     if s[:1] in (b"[", b"{"):
-        # A log line can start with `[` too (SGLang, TRT-LLM headers): JSON needs `[{` or `{"`.
+        # A log line can start with `[` too (SGLang, TRT-LLM headers): JSON needs `[{` or `{"`; TOML
+        # a first line that is a table header and nothing else (`[default]`, `[targets.default]`),
+        # then the TOML test below.
         if re.match(rb"\[\s*(\{|\])|\{\s*\"", s):
             return "json"
-        return None
+        if not TOML_HEADER.match(s.split(b"\n", 1)[0]):
+            return None
     lines = [ln for ln in head.splitlines()[:40] if ln.strip() and not ln.lstrip().startswith(b"#")]
     if len(lines) >= 2 and sum((bool(YAML_LINE.match(ln)) and not LOG_LEVEL_KEY.match(ln)) or ln.lstrip().startswith(b"- ")
                                for ln in lines) >= 0.8 * len(lines):
@@ -91,9 +95,12 @@ def load_structured(kind: str, inp: Input, ev: Evidence) -> InputInfo:
         info.recognised_lines = info.lines
         info.engine = "trtllm"
         return info
-    from ...targets import KEYS as TARGET_KEYS
-    if isinstance(obj, dict) and (set(obj) & {"default", "skus", "deployments"} or set(obj) & set(TARGET_KEYS)):
-        ev.targets.update(obj)        # SLO targets given as an input file
+    from ...targets import PROFILES, KEYS as TARGET_KEYS, TargetsError, target_tables
+    if isinstance(obj, dict) and (set(obj) & {*PROFILES, *TARGET_KEYS} or set(obj) == {"targets"} and isinstance(obj["targets"], dict)):
+        try:                          # SLO targets given as an input file: bare or under [targets]
+            ev.targets.update(target_tables(obj))
+        except TargetsError as e:
+            raise InputError(f"{inp.display}: not valid targets: {e}") from None
         info.kind = "targets"
         info.recognised_lines = info.lines
         return info
