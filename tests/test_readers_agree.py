@@ -4,7 +4,7 @@ corpus and of every vendored excerpt: the same line counts, facts, events, stats
 heads. A line one
 reader classifies differently (an HTTP/2 access line, a prompt quoting a traceback, a progress bar
 redrawn with CRs before an access line, the empty last block of a UTF-16 file) shows here as the
-file and the part of the evidence that differs."""
+file and the part of the evidence that differs; and the same launches (where each begins and ends)."""
 from __future__ import annotations
 
 import pytest
@@ -21,11 +21,17 @@ def test_the_corpus_is_there():
 
 def _read(path, monkeypatch, bulk_min):
     from diagnose.sources import InputError, load, resolve
+    from diagnose.sources.loading import read_input
     from diagnose.sources.readers import bulk
     monkeypatch.setattr(bulk, "FAST_MIN_BYTES", bulk_min)
     try:
-        ev = load(resolve([str(path)]))
-        return {**evidence_summary(ev), "share": coverage_share(ev)}
+        inputs = resolve([str(path)])
+        ev = load(inputs)
+        # the line each launch begins at: a reader that counted a segment's access lines before
+        # its launch lines were read split launches the others did not
+        launches = [p.launch_line[0] if p.launch_line else None for inp in resolve([str(path)])
+                    for p in read_input(inp).pieces]
+        return {**evidence_summary(ev), "launches": launches, "share": coverage_share(ev)}
     except InputError as e:
         return str(e)
 

@@ -139,6 +139,17 @@ class _Tally:
             self.counts.cut += seg.cut
         self.recognised += seg.acc + seg.req
 
+        kw = [r for r in seg.rows if r[0] == ROW_KEYWORD]
+        if on_segment is not None:
+            on_segment(seg, kw, base)
+        if self.every_line:
+            yield from self._every_line(seg, {r[1] for r in kw})
+        else:
+            yield from self._lines_for_parsers(seg, kw)
+        # The access and request lines it counted, once its lines were read: they belong to the
+        # launch those lines run in, not to one whose first line is still to come (a job's preamble
+        # before the server starts would read as a server that had already served).
+        ev = self.ev
         def rows(which):
             if which[0] == "status":
                 code = int(which[1])
@@ -160,13 +171,6 @@ class _Tally:
                     self.heads = Heads(load(), MAX_PREFIXES, ev.prompt_prefixes)
                 for run in seg.heads:
                     self.heads.add(*run)
-        kw = [r for r in seg.rows if r[0] == ROW_KEYWORD]
-        if on_segment is not None:
-            on_segment(seg, kw, base)
-        if self.every_line:
-            yield from self._every_line(seg, {r[1] for r in kw})
-        else:
-            yield from self._lines_for_parsers(seg, kw)
         self.base = base + seg.lines
 
     def _examples(self, seg: Segment, kind: str, rows, total: int) -> None:
