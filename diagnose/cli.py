@@ -93,6 +93,7 @@ Commands:
   gpu --live       sample this machine's GPUs through NVML and diagnose them
   capacity         KV cache, concurrency and speed bounds for one deployment
                    (--model MODEL --gpu GPU --context TOKENS)
+  schema           the JSON Schema of --format json
 
 Run `diagnose COMMAND -h` for a command's options.
 
@@ -529,8 +530,9 @@ def _baseline(paths: list[str], kw: dict) -> dict:
         except (OSError, ValueError) as e:
             doc = None
             err = e
-        if isinstance(doc, dict) and doc.get("schema_version") == 1:
-            return doc["analyses"][0] if "analyses" in doc else doc
+        if isinstance(doc, dict) and doc.get("schema_version") in (1, 2):
+            from .pipeline import baseline_analysis
+            return baseline_analysis(doc)
         if doc is None and not isinstance(err, ValueError):
             _die(f"{paths[0]}: cannot read baseline ({err})")
     from .pipeline import analyze_all
@@ -825,6 +827,9 @@ def _main() -> None:
     elif argv[:1] == ["capacity"]:
         from .capacity.cli import capacity_app
         capacity_app(args=argv[1:], prog_name="diagnose capacity")
+    elif argv[:1] == ["schema"]:
+        from .reports.json_report import schema_app
+        schema_app(args=argv[1:], prog_name="diagnose schema")
     else:
         # One analysis builds its objects once and frees them by reference count: start-up
         # (typer, the parsers; polars where used) creates objects that every collection walks

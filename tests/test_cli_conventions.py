@@ -10,7 +10,7 @@ import sys
 import time
 
 import diagnose
-from conftest import FIXTURES, ROOT, run_cli
+from conftest import FIXTURES, ROOT, run_cli, one
 
 LOG = FIXTURES / "seed003" / "realtime.log"
 DMON = FIXTURES / "seed003" / "dmon.txt"
@@ -30,7 +30,7 @@ def test_quiet_prints_nothing_and_the_exit_code_still_gates(tmp_path):
     assert p.returncode == 2 and b"missing.log" in p.stderr
     out = tmp_path / "r.json"
     p = run_cli("-q", "-f", "json", "-o", out, LOG)
-    assert p.stdout == b"" and json.loads(out.read_text())["findings"]
+    assert p.stdout == b"" and one(out.read_text())["findings"]
 
 
 def test_output_file_gets_the_report_and_stdout_one_line(tmp_path):
@@ -58,7 +58,7 @@ def test_gpu_command_reads_captured_samples_like_the_main_command():
     a = run_cli("-f", "json", DMON)
     b = run_cli("gpu", "-f", "json", DMON)
     assert a.returncode == b.returncode == 0, b.stderr.decode()
-    da, db = json.loads(a.stdout), json.loads(b.stdout)
+    da, db = one(a.stdout), one(b.stdout)
     assert da["verdict"] == db["verdict"] and da["deployment"]["gpu_name"] == db["deployment"]["gpu_name"]
     p = run_cli("gpu")                                        # neither --live nor a file
     assert p.returncode == 2 and b"gpu FILE" in p.stderr
@@ -74,7 +74,7 @@ def test_follow_waits_for_a_file_that_is_not_there_yet(tmp_path):
         assert proc.poll() is None, proc.stderr.read().decode()      # waiting, not refused
         log.write_bytes(LOG.read_bytes())
         first = proc.stdout.readline()                               # the first pass, once it is there
-        assert json.loads(first)["deployment"]["model"] == "Qwen/Qwen3-VL-2B-Instruct"
+        assert one(first)["deployment"]["model"] == "Qwen/Qwen3-VL-2B-Instruct"
     finally:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)

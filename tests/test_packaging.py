@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, on_a_terminal
+from conftest import ROOT, on_a_terminal, one
 from diagnose.ruleset.rules import load_rules
 
 
@@ -89,7 +89,7 @@ def test_installed_console_script_diagnoses_the_readme_example(installed, tmp_pa
     assert str(installed.parent) in where.stdout.decode(), "the test must exercise the wheel, not the checkout"
     p = _run_installed(installed, "--format", "json", ROOT / "fixtures" / "seed003" / "realtime.log", cwd=tmp_path)
     assert p.returncode == 0, p.stderr.decode()
-    d = json.loads(p.stdout)
+    d = one(p.stdout)
     by = {f["id"]: f for f in d["findings"]}
     assert by["tp-for-small-model"]["fix"]["flags"]["set"] == {"--tensor-parallel-size": "1", "--data-parallel-size": "4"}
     assert by["cuda-graphs-disabled"]["fix"]["flags"]["remove"] == ["--enforce-eager"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 class ReportRun:
     analyses: list                      # pipeline.Analysis, one per deployment / replica
     parts: list                         # (the analysis as JSON, its timeline), same order
-    doc: dict                           # the combined JSON document (schema version 1)
+    doc: dict                           # the combined JSON document (schema version 2)
     rules: list                         # every rule loaded
     comparison: dict | None = None      # --baseline
     suppressions: list = field(default_factory=list)

@@ -16,6 +16,7 @@ import json
 import re
 from pathlib import Path
 
+from .. import __version__
 from .common import (coverage_summary, deployment_label, differences, evidence_line, fix_lines, input_warnings,
                      launches_text, nothing_read_hint, skipped_lines, summary_rows, sweep_table, window_rows)
 
@@ -167,7 +168,7 @@ def _analysis(d: dict, panels: list, idx: int) -> list[str]:
         out.append("</table><ul>" + "".join(f"<li class=dim>{_e(n)}</li>" for n in notes) + "</ul>")
     notes = "; ".join(coverage_summary(i) for i in d["inputs"])
     out.append(f"<p class=dim><small>{_e(notes)} · {len(d['not_applicable'])} rule(s) not applicable · "
-               f"diagnose {_e(d['tool']['version'])}</small></p>")
+               f"diagnose {_e(__version__)}</small></p>")
     return out
 
 
