@@ -44,6 +44,7 @@ from .values import SEVERITIES
 class Format(str, Enum):
     terminal = "terminal"
     markdown = "markdown"
+    jira = "jira"
     json = "json"
     sarif = "sarif"
     junit = "junit"
@@ -120,7 +121,7 @@ analyze_app = typer.Typer(add_completion=True, rich_markup_mode=None, pretty_exc
 def analyze(
     files: List[str] = typer.Argument(None, metavar="FILES...", show_default=False,
                                       help="log, GPU-sample, metrics or targets files; directories, globs, .gz, or - for stdin"),
-    format: Format = typer.Option(Format.terminal, "--format", "-f", help="terminal, markdown, json, sarif, junit or html"),
+    format: Format = typer.Option(Format.terminal, "--format", "-f", help="terminal, markdown, jira, json, sarif, junit or html"),
     fail_on: FailOn = typer.Option(FailOn.none, "--fail-on", help="exit 1 when a finding is at or above this severity"),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="with --baseline: exit 1 when a key signal got worse beyond its noise band"),
     baseline: List[str] = typer.Option([], "--baseline", metavar="FILE", help="the run to compare with: a log (repeatable) or a saved JSON report"),
@@ -699,7 +700,7 @@ def gpu(
     seconds: float = typer.Option(10.0, "--seconds", metavar="SECONDS", help="how long to sample"),
     interval: float = typer.Option(1.0, "--interval", metavar="SECONDS", help="seconds between samples"),
     save: Optional[str] = typer.Option(None, "--save", metavar="FILE", help="write the samples to this file (JSON lines)"),
-    format: Format = typer.Option(Format.terminal, "--format", "-f", help="terminal, markdown, json, sarif, junit or html"),
+    format: Format = typer.Option(Format.terminal, "--format", "-f", help="terminal, markdown, jira, json, sarif, junit or html"),
 ) -> None:
     if not live:
         _die("gpu: nothing to do — use `diagnose gpu --live [--seconds N] [--interval S] [--save FILE]`, "

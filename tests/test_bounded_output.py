@@ -64,7 +64,7 @@ def test_terminal_report_and_stderr_carry_no_escape_sequence_from_the_input(tmp_
 
 def test_every_format_on_stdout_carries_no_escape_sequence(tmp_path):
     log = _evil_log(tmp_path)
-    for fmt in ("markdown", "json", "sarif", "junit", "html"):
+    for fmt in ("markdown", "jira", "json", "sarif", "junit", "html"):
         p = run_cli("--format", fmt, log)
         assert p.returncode == 0, (fmt, p.stderr.decode())
         _no_escape_sequence(p.stdout + p.stderr, f"--format {fmt}")

@@ -118,7 +118,7 @@ def test_rules_docs_show_thresholds():
     assert "kv_low_pct = 20" in out
 
 
-@pytest.mark.parametrize("fmt", ["terminal", "markdown", "json", "sarif", "junit"])
+@pytest.mark.parametrize("fmt", ["terminal", "markdown", "jira", "json", "sarif", "junit"])
 def test_a_fleet_renders_in_every_format(fmt):
     p = run_cli("--format", fmt, FIXTURES / "rules" / "replica-imbalance" / "fires.prom")
     assert p.returncode == 0, p.stderr.decode()
