@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, on_a_terminal, one
+from conftest import ROOT, on_a_terminal, one, REPORT_SCHEMA
 from diagnose.ruleset.rules import load_rules
 
 
@@ -98,6 +98,9 @@ def test_installed_console_script_diagnoses_the_readme_example(installed, tmp_pa
     assert r.returncode == 0 and "tp-for-small-model" in r.stdout.decode()
     v = _run_installed(installed, "--version", cwd=tmp_path)
     assert v.returncode == 0 and importlib.metadata.version("diagnose") in v.stdout.decode()
+    # the JSON report's schema travels inside the package too
+    s = _run_installed(installed, "schema", cwd=tmp_path)
+    assert s.returncode == 0 and json.loads(s.stdout) == REPORT_SCHEMA
 
 
 def test_installed_console_script_reports_bad_input_in_one_line(installed, tmp_path):
@@ -167,7 +170,7 @@ def test_without_a_compiler_big_logs_read_the_same_and_it_is_said_once(without_c
     fast = subprocess.run([*cmd, str(log)], capture_output=True, env=dict(env, DIAGNOSE_BULK_MIN_BYTES="0"), timeout=120)
     ref = subprocess.run([*cmd, str(log)], capture_output=True, env=dict(env, DIAGNOSE_BULK_MIN_BYTES=str(10**15)), timeout=120)
     assert fast.returncode == ref.returncode == 0, fast.stderr.decode()
-    a, b = json.loads(fast.stdout), json.loads(ref.stdout)
+    a, b = one(fast.stdout), one(ref.stdout)
     assert a["inputs"][0]["lines"] == b["inputs"][0]["lines"] > 1000
     assert [f["id"] for f in a["findings"]] == [f["id"] for f in b["findings"]]
     seed = ROOT / "fixtures" / "seed003" / "realtime.log"
