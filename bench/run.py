@@ -285,10 +285,8 @@ def measure_diagnose(path: Path, repeat: int, timeout: float, stdin: bool | str 
         try:
             doc = json.loads(r.out)
             res["json_ok"] = True
-            if isinstance(doc, dict):
-                for key in ("findings", "results", "diagnoses"):
-                    if isinstance(doc.get(key), list):
-                        res["n_" + key] = len(doc[key])
+            if isinstance(doc, dict) and isinstance(doc.get("analyses"), list):     # schema_version 2
+                res["n_findings"] = sum(len(a.get("findings") or []) for a in doc["analyses"])
         except ValueError as exc:
             res["json_ok"] = False
             res["error"] = "stdout is not JSON (%s): %r" % (exc, tail(r.out, 200))

@@ -44,6 +44,7 @@ from .values import SEVERITIES
 class Format(str, Enum):
     terminal = "terminal"
     markdown = "markdown"
+    jira = "jira"
     json = "json"
     sarif = "sarif"
     junit = "junit"
@@ -95,6 +96,7 @@ Commands:
                    the same as `diagnose FILE...`
   capacity         KV cache, concurrency and speed bounds for one deployment
                    (--model MODEL --gpu GPU --context TOKENS)
+  schema           the JSON Schema of --format json
 
 Run `diagnose COMMAND -h` for a command's options.
 
@@ -121,7 +123,7 @@ analyze_app = typer.Typer(add_completion=True, rich_markup_mode=None, pretty_exc
 def analyze(
     files: List[str] = typer.Argument(None, metavar="FILES...", show_default=False,
                                       help="log, GPU-sample, metrics or targets files; directories, globs, .gz, or - for stdin"),
-    format: Format = typer.Option(Format.terminal, "--format", "-f", help="terminal, markdown, json, sarif, junit or html"),
+    format: Format = typer.Option(Format.terminal, "--format", "-f", help="terminal, markdown, jira, json, sarif, junit or html"),
     fail_on: FailOn = typer.Option(FailOn.none, "--fail-on", help="exit 1 when a finding is at or above this severity"),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="with --baseline: exit 1 when a key signal got worse beyond its noise band"),
     baseline: List[str] = typer.Option([], "--baseline", metavar="FILE", help="the run to compare with: a log (repeatable) or a saved JSON report"),
@@ -531,8 +533,9 @@ def _baseline(paths: list[str], kw: dict) -> dict:
         except (OSError, ValueError) as e:
             doc = None
             err = e
-        if isinstance(doc, dict) and doc.get("schema_version") == 1:
-            return doc["analyses"][0] if "analyses" in doc else doc
+        if isinstance(doc, dict) and doc.get("schema_version") in (1, 2):
+            from .pipeline import baseline_analysis
+            return baseline_analysis(doc)
         if doc is None and not isinstance(err, ValueError):
             _die(f"{paths[0]}: cannot read baseline ({err})")
     from .pipeline import analyze_all
@@ -699,7 +702,7 @@ def gpu(
     seconds: float = typer.Option(10.0, "--seconds", metavar="SECONDS", help="how long to sample"),
     interval: float = typer.Option(1.0, "--interval", metavar="SECONDS", help="seconds between samples"),
     save: Optional[str] = typer.Option(None, "--save", metavar="FILE", help="write the samples to this file (JSON lines)"),
-    format: Format = typer.Option(Format.terminal, "--format", "-f", help="terminal, markdown, json, sarif, junit or html"),
+    format: Format = typer.Option(Format.terminal, "--format", "-f", help="terminal, markdown, jira, json, sarif, junit or html"),
 ) -> None:
     if not live:
         _die("gpu: nothing to do — use `diagnose gpu --live [--seconds N] [--interval S] [--save FILE]`, "
@@ -827,6 +830,9 @@ def _main() -> None:
     elif argv[:1] == ["capacity"]:
         from .capacity.cli import capacity_app
         capacity_app(args=argv[1:], prog_name="diagnose capacity")
+    elif argv[:1] == ["schema"]:
+        from .reports.json_report import schema_app
+        schema_app(args=argv[1:], prog_name="diagnose schema")
     else:
         # One analysis builds its objects once and frees them by reference count: start-up
         # (typer, the parsers; polars where used) creates objects that every collection walks

@@ -1,6 +1,7 @@
 """One way through: sources → evidence → signals → rules → findings → reports."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from . import __version__
@@ -16,7 +17,7 @@ from .signals.sweep import sweep_json
 from .values import fmt, model_id
 from .sources import load_groups, resolve, start_scans
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2      # 2: one shape for every run (`analyses`, views beside); 1 read as a baseline
 
 
 @dataclass
@@ -41,8 +42,7 @@ class Analysis:
     def to_json(self) -> dict:
         r = self.result
         if self.instance == "fleet":
-            return {"instance": "fleet", "schema_version": SCHEMA_VERSION,
-                    "tool": {"name": "diagnose", "version": __version__},
+            return {"instance": "fleet",
                     "signals_fleet": {k: v for k, v in self.signals.values.items() if v is not None},
                     "verdict": r.verdict, "findings": [f.to_json() for f in r.findings],
                     "not_applicable": r.not_applicable, "passed": r.passed, "errors": r.errors,
@@ -51,8 +51,6 @@ class Analysis:
                     "deployment": {k: self.evidence.fact(k) for k in ("engine", "model") if self.evidence.fact(k) is not None}}
         return {
             "instance": self.instance,
-            "schema_version": SCHEMA_VERSION,
-            "tool": {"name": "diagnose", "version": __version__},
             "inputs": [i.to_json() for i in self.evidence.inputs],
             "launches": list(getattr(self.evidence, "parts", []) or []),
             "deployment": self.deployment(),
@@ -281,26 +279,41 @@ def analyze_fleet(replicas: dict[str, Evidence], rules: list[Rule], ignore=froze
 
 
 def combined_json(analyses: list[Analysis]) -> dict:
-    """JSON for a run: schema v1 as is for one deployment; several under `analyses` (a fleet's
-    first entry is the fleet view, `instance: "fleet"`, then the replicas ranked worst first)."""
+    """JSON for a run (schema version 2, one shape for every run): `analyses`, one object per
+    deployment (a fleet's replicas ranked worst first, a disaggregated system's nodes), with the
+    views over several of them beside it: `fleet` (`fleets` when several models), `disaggregated`
+    (`disaggregated_systems`), `sweep` (`sweeps`: each names its analysis by index)."""
     skipped = next(([s.to_json() for s in a.evidence.skipped] for a in analyses if getattr(a.evidence, "skipped", None)), [])
-    if len(analyses) == 1:
-        return {**analyses[0].to_json(), "skipped": skipped}
+    every = [a.to_json() for a in analyses]
+    inputs = list({json.dumps(i, sort_keys=True, default=str): i for d in every for i in d.get("inputs", [])}.values())
     doc = {"schema_version": SCHEMA_VERSION, "tool": {"name": "diagnose", "version": __version__},
-           "skipped": skipped, "analyses": [a.to_json() for a in analyses]}
-    fleets = [d for d in doc["analyses"] if d.get("instance") == "fleet"]
-    systems = [d for d in doc["analyses"] if d.get("instance") == "disaggregated"]
-    if len(systems) == 1 and analyses[0].instance == "disaggregated":   # the system view apart; nodes in `analyses`
-        doc["disaggregated"] = doc["analyses"].pop(0)
-    elif systems:
-        doc["disaggregated_systems"] = systems
-        doc["analyses"] = [d for d in doc["analyses"] if d.get("instance") != "disaggregated"]
-    if len(fleets) == 1 and analyses[0].instance == "fleet":   # the fleet view apart; `analyses`: replicas
-        doc["fleet"] = doc["analyses"].pop(0)
-    elif len(fleets) > 1:               # one fleet per model: `fleets`, each naming its model
-        doc["fleets"] = fleets
-        doc["analyses"] = [d for d in doc["analyses"] if d.get("instance") != "fleet"]
+           "inputs": inputs, "skipped": skipped,
+           "analyses": [d for d in every if d.get("instance") not in ("fleet", "disaggregated")]}
+    for kind, one, several in (("fleet", "fleet", "fleets"), ("disaggregated", "disaggregated", "disaggregated_systems")):
+        views = [d for d in every if d.get("instance") == kind]
+        if len(views) == 1:
+            doc[one] = views[0]
+        elif views:
+            doc[several] = views
+    sweeps = [dict(d.pop("sweep"), analysis=i) for i, d in enumerate(doc["analyses"]) if d.get("sweep")]
+    if len(sweeps) == 1:
+        doc["sweep"] = sweeps[0]
+    elif sweeps:
+        doc["sweeps"] = sweeps
     return doc
+
+
+def baseline_analysis(doc: dict) -> dict:
+    """The first deployment of a saved JSON report, as --baseline compares it: schema 2 (its
+    sweep, kept beside the analyses, back in it) or 1 (a single deployment at the top, or several
+    under `analyses`)."""
+    if doc.get("schema_version") == 1:
+        return doc["analyses"][0] if "analyses" in doc else doc
+    first = dict(doc["analyses"][0] if doc.get("analyses") else doc.get("fleet") or doc.get("disaggregated") or {})
+    sweep = doc.get("sweep") or next((s for s in doc.get("sweeps", []) if s.get("analysis") == 0), None)
+    if sweep and sweep.get("analysis", 0) == 0:
+        first["sweep"] = {k: v for k, v in sweep.items() if k != "analysis"}
+    return first
 
 
 def analyze_evidence(ev: Evidence, rules: list[Rule], ignore: set[str] = frozenset(),

@@ -61,10 +61,36 @@ def run_cli(*args, input: bytes | None = None, cwd: Path | None = None) -> subpr
                           capture_output=True, cwd=cwd or ROOT, env=env, timeout=120)
 
 
+REPORT_SCHEMA = json.loads((ROOT / "diagnose" / "data" / "report.schema.json").read_text(encoding="utf-8"))
+
+
+def report(text) -> dict:
+    """A `--format json` report as a test reads it: parsed, and valid against the schema that
+    ships in the package (`diagnose schema`), or the test fails with the first violation."""
+    import jsonschema
+    doc = json.loads(text)
+    jsonschema.Draft202012Validator(REPORT_SCHEMA).validate(doc)
+    return doc
+
+
+def one(text) -> dict:
+    """The analysis of a report of one deployment (a report of several fails here)."""
+    doc = report(text)
+    assert len(doc["analyses"]) == 1, [a.get("instance") for a in doc["analyses"]]
+    return doc["analyses"][0]
+
+
 def run_json(*args) -> dict:
     p = run_cli("--format", "json", *args)
     assert p.returncode == 0, p.stderr.decode()
-    return json.loads(p.stdout)
+    return report(p.stdout)
+
+
+def run_one(*args) -> dict:
+    """`run_json` for one deployment: its analysis."""
+    doc = run_json(*args)
+    assert len(doc["analyses"]) == 1, [a.get("instance") for a in doc["analyses"]]
+    return doc["analyses"][0]
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, ROOT, run_cli
+from conftest import FIXTURES, ROOT, run_cli, one, report
 from test_hostile_inputs import one_line_error
 
 LOG = FIXTURES / "scenarios" / "healthy.log"
@@ -53,7 +53,7 @@ def test_a_log_with_a_damaged_line_is_still_read(tmp_path):
     f.write_bytes(text[:2000] + b"\0" * 200 + text[2000:])
     p = run_cli("--format", "json", f)
     assert p.returncode in (0, 1), p.stderr.decode()
-    assert json.loads(p.stdout)["inputs"][0]["unreadable_lines"] >= 1
+    assert report(p.stdout)["inputs"][0]["unreadable_lines"] >= 1
 
 
 def test_a_gzip_that_keeps_expanding_is_refused(tmp_path):
@@ -91,12 +91,12 @@ def test_an_overlong_line_is_cut_counted_and_said_by_every_reader(long_line_log,
     p = subprocess.run([sys.executable, "-m", "diagnose", "--format", "json", str(long_line_log)],
                        capture_output=True, env=env(**READERS[reader]), cwd=ROOT, timeout=300)
     assert p.returncode in (0, 1), p.stderr.decode()
-    doc = json.loads(p.stdout)
+    doc = one(p.stdout)
     inp = doc["inputs"][0]
     assert inp["lines"] == LOG.read_bytes().count(b"\n") + 1
     assert any("1 line(s) longer than 4 MiB cut" in e for e in inp["errors"]), inp["errors"]
     # the log around the long line is read as without it
-    plain = json.loads(run_cli("--format", "json", LOG).stdout)
+    plain = one(run_cli("--format", "json", LOG).stdout)
     assert doc["deployment"]["tensor_parallel_size"] == plain["deployment"]["tensor_parallel_size"]
     assert doc["verdict"] == plain["verdict"]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, ROOT, run_cli
+from conftest import FIXTURES, ROOT, report, run_cli
 
 SEED = FIXTURES / "seed003" / "realtime.log"
 OSC52 = "\x1b]52;c;aGk=\x07"                     # a clipboard write: ESC ] 52 ; c ; base64 BEL
@@ -64,12 +64,12 @@ def test_terminal_report_and_stderr_carry_no_escape_sequence_from_the_input(tmp_
 
 def test_every_format_on_stdout_carries_no_escape_sequence(tmp_path):
     log = _evil_log(tmp_path)
-    for fmt in ("markdown", "json", "sarif", "junit", "html"):
+    for fmt in ("markdown", "jira", "json", "sarif", "junit", "html"):
         p = run_cli("--format", fmt, log)
         assert p.returncode == 0, (fmt, p.stderr.decode())
         _no_escape_sequence(p.stdout + p.stderr, f"--format {fmt}")
         if fmt in ("json", "sarif"):
-            doc = json.loads(p.stdout)                     # still JSON: the escapes are JSON's
+            doc = report(p.stdout) if fmt == "json" else json.loads(p.stdout)    # still JSON: the escapes are JSON's
             if fmt == "json":
                 assert str(log) in {i["path"] for i in doc["inputs"]}
 

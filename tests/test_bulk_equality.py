@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, engine_env, evidence_summary, wrapped_dump_log
+from conftest import ROOT, engine_env, evidence_summary, wrapped_dump_log, one
 
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -78,7 +78,7 @@ def _cli_json(args, bulk_min, stdin=None, data=None, engine="native"):
     p = subprocess.run([sys.executable, "-m", "diagnose", "--format", "json", *args], env=env, cwd=ROOT,
                        stdin=stdin, input=data, capture_output=True, timeout=300)
     assert p.returncode == 0, p.stderr.decode()
-    return json.loads(p.stdout)
+    return one(p.stdout)
 
 
 @pytest.mark.parametrize("engine", ["native", "python"])

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import json
 
-from conftest import FIXTURES, SAMPLES_DIR, run_cli
+from conftest import FIXTURES, SAMPLES_DIR, run_cli, one, report
 
 
 def test_seed004_is_at_the_hardware_limit_with_numbers():
-    d = json.loads(run_cli("--format", "json", FIXTURES / "seed004").stdout)
+    d = one(run_cli("--format", "json", FIXTURES / "seed004").stdout)
     dep = d["deployment"]
     assert dep["gpu_board"].startswith("GB10")
     assert 3.17 / 2 <= dep["decode_bound_tps"] <= 3.17 * 2           # within a factor of 2 of the measured
@@ -15,7 +15,7 @@ def test_seed004_is_at_the_hardware_limit_with_numbers():
 
 
 def test_seed003_runs_far_below_its_bound_and_names_the_levers():
-    d = json.loads(run_cli("--format", "json", FIXTURES / "seed003" / "realtime.log", FIXTURES / "seed003" / "dmon.txt").stdout)
+    d = one(run_cli("--format", "json", FIXTURES / "seed003" / "realtime.log", FIXTURES / "seed003" / "dmon.txt").stdout)
     assert d["deployment"]["decode_vs_bound"] < 0.5
     line = next(s for s in d["verdict"]["signals"] if "expected bound" in s)
     assert "below the hardware's limit" in line and "tp-for-small-model" in line and "cuda-graphs-disabled" in line
@@ -39,22 +39,22 @@ def test_saved_metrics_files_name_engine_and_model():
     for name, engine in (("sglang-pr-7944-metrics.prom", "sglang"), ("sglang-pr-1853-metrics.prom", "sglang"),
                          ("aibrix-issue-1614-sglang-dp-metrics.prom", "sglang"),
                          ("tensorrtllm-backend-readme-v0.18.0-metrics.prom", "trtllm")):
-        d = json.loads(run_cli("--format", "json", other / name).stdout)
-        a = d.get("fleet") and d["analyses"][0] or d
+        d = report(run_cli("--format", "json", other / name).stdout)
+        a = d["analyses"][0]
         assert a["deployment"]["engine"] == engine, name
         assert a["deployment"]["model"], name
         assert any("single scrape" in e for i in a["inputs"] for e in i["errors"]), name
-    d = json.loads(run_cli("--format", "json", other / "dcgm-exporter-issue-250-v100.prom").stdout)
+    d = one(run_cli("--format", "json", other / "dcgm-exporter-issue-250-v100.prom").stdout)
     assert d["deployment"]["gpu_name"]                       # DCGM: the GPU model is what it names
 
 
 def test_log_kv_capacity_is_cross_checked_against_the_model_shape(tmp_path):
-    d = json.loads(run_cli("--format", "json", FIXTURES / "seed003" / "realtime.log").stdout)["deployment"]
+    d = one(run_cli("--format", "json", FIXTURES / "seed003" / "realtime.log").stdout)["deployment"]
     assert abs(d["kv_tokens_log_vs_estimate"] - 1) <= 0.10 and d["kv_estimate_note"] == "agrees within 10 %"
     # A log whose KV figure disagrees with the model shape gets the difference explained.
     text = (FIXTURES / "seed003" / "realtime.log").read_text().replace("GPU KV cache size: 656,944 tokens",
                                                                         "GPU KV cache size: 456,944 tokens")
     f = tmp_path / "odd.log"
     f.write_text(text)
-    d = json.loads(run_cli("--format", "json", f).stdout)["deployment"]
+    d = one(run_cli("--format", "json", f).stdout)["deployment"]
     assert d["kv_tokens_log_vs_estimate"] < 0.9 and d["kv_estimate_note"].startswith("differs:")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_cli, one, report
 
 SEED = FIXTURES / "seed003" / "realtime.log"
 
@@ -17,7 +17,7 @@ def test_exit_codes_follow_fail_on():
 
 
 def test_ignore_suppresses_a_rule():
-    d = json.loads(run_cli("--format", "json", "--ignore", "cuda-graphs-disabled,client-bound", SEED).stdout)
+    d = one(run_cli("--format", "json", "--ignore", "cuda-graphs-disabled,client-bound", SEED).stdout)
     ids = {f["id"] for f in d["findings"]}
     assert "cuda-graphs-disabled" not in ids and "client-bound" not in ids
     assert "tp-for-small-model" in ids
@@ -41,7 +41,7 @@ def test_user_rules_dir_adds_rules_and_a_crashing_rule_is_an_error_not_a_crash(t
     (tmp_path / "broken.toml").write_text(USER_RULE.format(rid="team-broken", cond="tensor_parallel_size ** 999999 > 1"))
     p = run_cli("--format", "json", "--rules", tmp_path, SEED)
     assert p.returncode == 0, p.stderr.decode()
-    d = json.loads(p.stdout)
+    d = one(p.stdout)
     assert any(f["id"] == "team-tp-check" and f["title"] == "TP is 4" for f in d["findings"])
     assert any(e["id"] == "team-broken" and "exponent" in e["error"] for e in d["errors"])
     assert "tp-for-small-model" in {f["id"] for f in d["findings"]}
@@ -56,7 +56,7 @@ def test_a_malformed_user_rule_file_is_a_one_line_usage_error(tmp_path):
 
 def test_not_applicable_rules_are_listed_in_json_and_verbose():
     f = FIXTURES / "rules" / "cuda-graphs-disabled" / "fires.log"
-    d = json.loads(run_cli("--format", "json", f).stdout)
+    d = one(run_cli("--format", "json", f).stdout)
     na = {x["id"]: x["reason"] for x in d["not_applicable"]}
     assert "client-bound" in na and "missing input" in na["client-bound"]
     out = run_cli("--verbose", f).stdout.decode()
@@ -67,6 +67,6 @@ def test_output_writes_the_report_and_the_terminal_gets_one_summary_line(tmp_pat
     out = tmp_path / "report.json"
     p = run_cli("--format", "json", "--output", out, SEED)
     assert p.returncode == 0
-    assert json.loads(out.read_text())["schema_version"] == 1
+    assert report(out.read_text())["schema_version"] == 2
     assert p.stdout.decode().count("\n") == 1 and b"verdict" in p.stdout
     assert not list(tmp_path.glob(".diagnose-*"))   # no temporary file left behind

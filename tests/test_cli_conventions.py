@@ -12,7 +12,7 @@ import time
 import pytest
 
 import diagnose
-from conftest import FIXTURES, ROOT, run_cli
+from conftest import FIXTURES, ROOT, run_cli, one
 
 LOG = FIXTURES / "seed003" / "realtime.log"
 DMON = FIXTURES / "seed003" / "dmon.txt"
@@ -32,7 +32,7 @@ def test_quiet_prints_nothing_and_the_exit_code_still_gates(tmp_path):
     assert p.returncode == 2 and b"missing.log" in p.stderr
     out = tmp_path / "r.json"
     p = run_cli("-q", "-f", "json", "-o", out, LOG)
-    assert p.stdout == b"" and json.loads(out.read_text())["findings"]
+    assert p.stdout == b"" and one(out.read_text())["findings"]
 
 
 def test_output_file_gets_the_report_and_stdout_one_line(tmp_path):
@@ -67,9 +67,10 @@ def test_gpu_command_reads_captured_samples_like_the_main_command(args):
     a = run_cli("-f", "json", *args)
     b = run_cli("gpu", "-f", "json", *args)
     assert a.returncode == b.returncode and a.returncode in (0, 1), b.stderr.decode()
-    da, db = json.loads(a.stdout), json.loads(b.stdout)
-    assert [i["kind"] for i in db["inputs"]] == [i["kind"] for i in da["inputs"]]
-    assert db["inputs"][0]["recognised_lines"] > 0
+    ra, rb = json.loads(a.stdout), json.loads(b.stdout)
+    assert [i["kind"] for i in rb["inputs"]] == [i["kind"] for i in ra["inputs"]]
+    assert rb["inputs"][0]["recognised_lines"] > 0
+    da, db = one(a.stdout), one(b.stdout)
     assert da["verdict"] == db["verdict"] and da["findings"] == db["findings"]
 
 
@@ -93,7 +94,7 @@ def test_follow_waits_for_a_file_that_is_not_there_yet(tmp_path, start, says):
         assert proc.poll() is None, proc.stderr.read().decode()      # waiting, not refused
         log.write_bytes(LOG.read_bytes())
         first = proc.stdout.readline()                               # the first pass, once it is there
-        assert json.loads(first)["deployment"]["model"] == "Qwen/Qwen3-VL-2B-Instruct"
+        assert one(first)["deployment"]["model"] == "Qwen/Qwen3-VL-2B-Instruct"
     finally:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)

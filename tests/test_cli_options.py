@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 import diagnose
-from conftest import FIXTURES, ROOT, run_cli, run_json
+from conftest import FIXTURES, ROOT, run_cli, run_json, run_one, report
 from diagnose._compat import tomllib
 
 METRICS = FIXTURES / "rules" / "slo-ttft" / "fires" / "metrics.prom"   # TTFT p50 1.75 s, p99 2.485 s, ITL p50 38 ms
@@ -67,7 +67,7 @@ def write_targets(tmp_path, name: str, kind: str):
 
 
 def test_without_targets_the_slo_rules_are_not_applicable():
-    d = run_json(METRICS)
+    d = run_one(METRICS)
     na = {x["id"]: x["reason"] for x in d["not_applicable"]}
     assert "targets_given" in na["slo-ttft"] and "targets_given" in na["slo-tpot"]
     assert "slo-ttft" not in by_id(d)
@@ -78,7 +78,7 @@ def test_violated_targets_give_the_slo_findings_the_readme_promises(tmp_path, ki
     t = write_targets(tmp_path, "violated", "toml" if kind == "toml" else "yaml")
     if kind == "yml":
         t = t.rename(t.with_suffix(".yml"))
-    d = run_json(METRICS, "--targets", t)
+    d = run_one(METRICS, "--targets", t)
     f = by_id(d)
     assert f["slo-ttft"]["severity"] == "high"
     assert f["slo-ttft"]["title"] == ("Time to first token misses its target: p50 1750 ms (target 500 ms), "
@@ -94,7 +94,7 @@ def test_violated_targets_give_the_slo_findings_the_readme_promises(tmp_path, ki
 
 @pytest.mark.parametrize("kind", ["toml", "yaml"])
 def test_met_targets_give_no_slo_finding(tmp_path, kind):
-    d = run_json(METRICS, "--targets", write_targets(tmp_path, "met", kind))
+    d = run_one(METRICS, "--targets", write_targets(tmp_path, "met", kind))
     assert not {"slo-ttft", "slo-tpot"} & set(by_id(d)), [f["title"] for f in d["findings"]]
     assert {"slo-ttft", "slo-tpot"} <= set(d["passed"])
     out = run_cli(METRICS, "--targets", write_targets(tmp_path, "met", kind)).stdout.decode()
@@ -103,16 +103,16 @@ def test_met_targets_give_no_slo_finding(tmp_path, kind):
 
 @pytest.mark.parametrize("kind", ["toml", "yaml"])
 def test_a_deployment_profile_matched_by_model_name_overrides_the_default(tmp_path, kind):
-    f = by_id(run_json(METRICS, "--targets", write_targets(tmp_path, "deployment", kind)))
+    f = by_id(run_one(METRICS, "--targets", write_targets(tmp_path, "deployment", kind)))
     assert "p50 1750 ms (target 300 ms)" in f["slo-ttft"]["title"]
-    d = run_json(METRICS, "--targets", write_targets(tmp_path, "other-deployment", kind))
+    d = run_one(METRICS, "--targets", write_targets(tmp_path, "other-deployment", kind))
     assert "slo-ttft" not in by_id(d) and "slo-ttft" in d["passed"]     # default 2000 ms applies
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
 def test_the_same_targets_in_toml_and_yaml_give_the_same_report(tmp_path, name):
-    a = run_json(METRICS, "--targets", write_targets(tmp_path, name, "toml"))
-    b = run_json(METRICS, "--targets", write_targets(tmp_path, name, "yaml"))
+    a = run_one(METRICS, "--targets", write_targets(tmp_path, name, "toml"))
+    b = run_one(METRICS, "--targets", write_targets(tmp_path, name, "yaml"))
     summary = lambda d: ([(f["id"], f["severity"], f["title"]) for f in d["findings"]], sorted(d["passed"]),
                          d["verdict"]["bottleneck"])
     assert summary(a) == summary(b)
@@ -202,11 +202,12 @@ def test_a_valid_config_ignores_rules_and_changes_severities_so_fail_on_passes(t
     cfg.write_text(QUIET)
     p = run_cli("--config", cfg, "--fail-on", "high", "--format", "json", SEED)
     assert p.returncode == 0, p.stderr.decode()
-    d = json.loads(p.stdout)
+    doc = report(p.stdout)
+    d = doc["analyses"][0]
     f = by_id(d)
     assert "tp-for-small-model" not in f and "cuda-graphs-disabled" not in f
     assert f["tp-over-pcie"]["severity"] == "low"
-    assert {s["id"]: s["status"] for s in d["suppressions"]} == {"tp-for-small-model": "active",
+    assert {s["id"]: s["status"] for s in doc["suppressions"]} == {"tp-for-small-model": "active",
                                                                   "cuda-graphs-disabled": "active"}
     assert run_cli("--config", cfg, "--fail-on", "low", SEED).returncode == 1   # still reported, at low
 
@@ -226,7 +227,7 @@ def test_the_project_config_in_the_working_directory_applies_and_config_replaces
 def test_targets_in_the_config_file_feed_the_slo_rules(tmp_path):
     cfg = tmp_path / "slo.toml"
     cfg.write_text("[targets.default]\nttft_p50_ms = 500\n")
-    f = by_id(run_json("--config", cfg, METRICS))
+    f = by_id(run_one("--config", cfg, METRICS))
     assert f["slo-ttft"]["title"].startswith("Time to first token misses its target: p50 1750 ms (target 500 ms)")
 
 
@@ -248,7 +249,7 @@ def test_targets_are_read_in_either_form_wherever_they_are_given(tmp_path, place
     t = tmp_path / name
     t.write_text(TARGET_FORMS[name], encoding="utf-8")
     args = [METRICS, t] if place == "input" else [METRICS, place, t]
-    f = by_id(run_json(*args))
+    f = by_id(run_one(*args))
     assert "p50 1750 ms (target 300 ms)" in f["slo-ttft"]["title"]      # the deployment's profile, not the default
 
 
@@ -266,9 +267,10 @@ def test_targets_in_both_forms_at_once_are_refused_naming_the_file(tmp_path, pla
 def test_a_config_with_bare_targets_keeps_its_other_tables(tmp_path):
     cfg = tmp_path / "team.toml"
     cfg.write_text('[[ignore]]\nid = "prefill-bound"\n\n[default]\nttft_p50_ms = 500\n', encoding="utf-8")
-    d = run_json("--config", cfg, METRICS)
+    doc = run_json("--config", cfg, METRICS)
+    d = doc["analyses"][0]
     assert "slo-ttft" in by_id(d) and "prefill-bound" not in by_id(d)
-    assert [s["id"] for s in d["suppressions"]] == ["prefill-bound"]
+    assert [s["id"] for s in doc["suppressions"]] == ["prefill-bound"]
 
 
 # --- 3. --baseline in the terminal and markdown formats --------------------------------------
@@ -276,7 +278,7 @@ def test_a_config_with_bare_targets_keeps_its_other_tables(tmp_path):
 def comparison(new, old) -> dict:
     p = run_cli("--format", "json", new, "--baseline", old)
     assert p.returncode == 0, p.stderr.decode()
-    return json.loads(p.stdout)["comparison"]
+    return report(p.stdout)["comparison"]
 
 
 def test_terminal_baseline_shows_before_after_and_the_regression():

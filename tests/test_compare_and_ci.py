@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import FIXTURES, ROOT, run_cli
+from conftest import FIXTURES, ROOT, one, run_cli, report
 from diagnose.ruleset.rules import load_rules
 
 BEFORE = FIXTURES / "seed003" / "realtime.log"
@@ -20,7 +20,7 @@ HEALTHY2 = FIXTURES / "scenarios" / "healthy-rerun.log"
 def test_seed003_before_after_reports_config_diff_fixed_findings_and_better_throughput():
     p = run_cli("--format", "json", AFTER, "--baseline", BEFORE)
     assert p.returncode == 0, p.stderr.decode()
-    c = json.loads(p.stdout)["comparison"]
+    c = report(p.stdout)["comparison"]
     changes = {x["key"]: (x["before"], x["after"]) for x in c["config_changes"]}
     assert changes["tensor_parallel_size"] == (4, 1) and changes["data_parallel_size"] == (1, 4)
     assert changes["enforce_eager"] == (True, False) and changes["max_num_batched_tokens"] == (2048, 8192)
@@ -36,7 +36,7 @@ def test_seed003_before_after_reports_config_diff_fixed_findings_and_better_thro
 def test_a_saved_json_report_works_as_baseline(tmp_path):
     saved = tmp_path / "before.json"
     assert run_cli("--format", "json", "--output", saved, BEFORE).returncode == 0
-    c = json.loads(run_cli("--format", "json", AFTER, "--baseline", saved).stdout)["comparison"]
+    c = report(run_cli("--format", "json", AFTER, "--baseline", saved).stdout)["comparison"]
     assert c["signals"]["generation_throughput"]["verdict"] == "better"
     assert "tp-for-small-model" in c["fixed"]
 
@@ -44,7 +44,7 @@ def test_a_saved_json_report_works_as_baseline(tmp_path):
 def test_two_runs_of_the_same_healthy_scenario_are_never_worse():
     for a, b in ((HEALTHY, HEALTHY2), (HEALTHY2, HEALTHY)):
         p = run_cli("--format", "json", "--fail-on-regression", a, "--baseline", b)
-        c = json.loads(p.stdout)["comparison"]
+        c = report(p.stdout)["comparison"]
         verdicts = {k: v["verdict"] for k, v in c["signals"].items()}
         assert all(v in ("unchanged", "inconclusive") for v in verdicts.values()), verdicts
         assert p.returncode == 0
@@ -53,7 +53,7 @@ def test_two_runs_of_the_same_healthy_scenario_are_never_worse():
 def test_fail_on_regression_exits_1_when_throughput_drops():
     p = run_cli("--format", "json", "--fail-on-regression", BEFORE, "--baseline", AFTER)
     assert p.returncode == 1
-    assert json.loads(p.stdout)["comparison"]["signals"]["generation_throughput"]["verdict"] == "worse"
+    assert report(p.stdout)["comparison"]["signals"]["generation_throughput"]["verdict"] == "worse"
 
 
 def test_sarif_validates_against_the_2_1_0_schema():
@@ -90,10 +90,11 @@ def test_expired_suppression_stops_suppressing_and_says_so(tmp_path):
     cfg = tmp_path / "diagnose.toml"
     cfg.write_text('[[ignore]]\nid = "cuda-graphs-disabled"\nreason = "eager on purpose"\nexpires = 2020-01-01\n\n'
                    '[[ignore]]\nid = "tp-over-pcie"\nreason = "one box"\nexpires = 2999-01-01\n')
-    d = json.loads(run_cli("--format", "json", "--config", cfg, BEFORE).stdout)
+    doc = report(run_cli("--format", "json", "--config", cfg, BEFORE).stdout)
+    d = doc["analyses"][0]
     ids = {f["id"] for f in d["findings"]}
     assert "cuda-graphs-disabled" in ids and "tp-over-pcie" not in ids
-    status = {s["id"]: s["status"] for s in d["suppressions"]}
+    status = {s["id"]: s["status"] for s in doc["suppressions"]}
     assert status == {"cuda-graphs-disabled": "expired", "tp-over-pcie": "active"}
     term = run_cli("--config", cfg, BEFORE).stdout.decode()
     assert "suppression of cuda-graphs-disabled expired on 2020-01-01" in term
@@ -102,7 +103,7 @@ def test_expired_suppression_stops_suppressing_and_says_so(tmp_path):
 def test_project_config_in_the_working_directory_and_threshold_override(tmp_path):
     (tmp_path / ".diagnose.toml").write_text('[rules.client-bound]\nparams = { kv_low_pct = 1.0 }\n'
                                              '[rules.tp-over-pcie]\nseverity = "low"\n')
-    d = json.loads(run_cli("--format", "json", BEFORE.resolve(), cwd=tmp_path).stdout)
+    d = one(run_cli("--format", "json", BEFORE.resolve(), cwd=tmp_path).stdout)
     by = {f["id"]: f for f in d["findings"]}
     assert "client-bound" not in by and "client-bound" in d["passed"]     # KV 1.56 % is not below 1 %
     assert by["tp-over-pcie"]["severity"] == "low"
@@ -117,7 +118,7 @@ def test_rules_docs_show_thresholds():
     assert "kv_low_pct = 20" in out
 
 
-@pytest.mark.parametrize("fmt", ["terminal", "markdown", "json", "sarif", "junit"])
+@pytest.mark.parametrize("fmt", ["terminal", "markdown", "jira", "json", "sarif", "junit"])
 def test_a_fleet_renders_in_every_format(fmt):
     p = run_cli("--format", fmt, FIXTURES / "rules" / "replica-imbalance" / "fires.prom")
     assert p.returncode == 0, p.stderr.decode()

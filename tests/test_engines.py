@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import FIXTURES, SAMPLES_DIR, run_cli, run_json
+from conftest import FIXTURES, SAMPLES_DIR, run_cli, run_json, one, report
 
 OTHER = SAMPLES_DIR / "other"
 ENGINE_SAMPLES = sorted(p for p in OTHER.glob("*") if p.suffix in (".log", ".json")
@@ -22,7 +22,7 @@ def expected_engine(name: str) -> str:
 def test_engine_is_recognised_and_facts_reach_the_deployment(path):
     p = run_cli("--format", "json", path)
     assert p.returncode == 0, p.stderr.decode()
-    d = json.loads(p.stdout)
+    d = one(p.stdout)
     assert d["inputs"][0]["engine"] == expected_engine(path.name)
     dep = d["deployment"]
     text = path.read_text(errors="replace").replace("\n", "")   # pastes wrap dumps mid-token
@@ -42,7 +42,7 @@ def test_engine_is_recognised_and_facts_reach_the_deployment(path):
 
 
 def test_sglang_healthy_log_has_no_finding_above_low():
-    d = json.loads(run_cli("--format", "json", FIXTURES / "sglang" / "healthy.log").stdout)
+    d = one(run_cli("--format", "json", FIXTURES / "sglang" / "healthy.log").stdout)
     assert d["deployment"]["engine"] == "sglang" and d["deployment"]["cuda_graphs"] is True
     assert all(f["severity"] in ("low", "info") for f in d["findings"]), [(f["id"], f["severity"]) for f in d["findings"]]
 
@@ -50,7 +50,7 @@ def test_sglang_healthy_log_has_no_finding_above_low():
 def test_mixed_directory_is_diagnosed_per_engine():
     p = run_cli("--format", "json", FIXTURES / "mixed")
     assert p.returncode == 0, p.stderr.decode()
-    d = json.loads(p.stdout)
+    d = report(p.stdout)
     engines = sorted(a["deployment"]["engine"] for a in d["analyses"])
     assert engines == ["sglang", "trtllm", "vllm"]
     for a in d["analyses"]:
@@ -60,7 +60,7 @@ def test_mixed_directory_is_diagnosed_per_engine():
 
 
 def test_seed000_sglang_long_context_no_queue_but_slow():
-    d = json.loads(run_cli("--format", "json", FIXTURES / "seed000" / "sglang.log").stdout)
+    d = one(run_cli("--format", "json", FIXTURES / "seed000" / "sglang.log").stdout)
     by = {f["id"]: f for f in d["findings"]}
     assert d["deployment"]["engine"] == "sglang"
     assert {"prefill-bound", "long-context-overconcurrency"} <= set(by)
@@ -81,7 +81,7 @@ def test_seed000_sglang_long_context_no_queue_but_slow():
 def test_seed001_trtllm_wide_kv_no_chunking_and_limits():
     p = run_cli("--format", "json", FIXTURES / "seed001")
     assert p.returncode == 0, p.stderr.decode()
-    d = json.loads(p.stdout)
+    d = one(p.stdout)
     assert d["deployment"]["engine"] == "trtllm"
     by = {f["id"]: f for f in d["findings"]}
     assert {"kv-cache-dtype-wide", "chunked-prefill-off"} <= set(by), list(by)

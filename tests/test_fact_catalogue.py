@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from conftest import ROOT, run_json, FIXTURES
+from conftest import ROOT, run_one, FIXTURES
 
 
 def test_every_fact_a_parser_names_is_declared_once():
@@ -36,7 +36,7 @@ def test_what_a_user_sees_follows_the_catalogue():
     """The JSON deployment holds every `always` fact (null when unknown) and no `signal` one; a
     fact declared a number with a damaged value is dropped, not passed on."""
     from diagnose.evidence.facts import CATALOGUE
-    d = run_json(FIXTURES / "seed003" / "realtime.log")["deployment"]
+    d = run_one(FIXTURES / "seed003" / "realtime.log")["deployment"]
     for name, f in CATALOGUE.items():
         if f["report"] == "always":
             assert name in d, name

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, report
 
 SEED = (FIXTURES / "seed003" / "realtime.log").read_text()
 # The server's first lines, before its engine starts: nothing to find yet.
@@ -36,7 +36,8 @@ def _lines_until(p: subprocess.Popen, want, timeout: float = 60) -> list[dict]:
         line = p.stdout.readline()
         if not line:
             break
-        got.append(json.loads(line))
+        doc = json.loads(line)
+        got.append(report(line) if "schema_version" in doc else doc)     # a report, or a note
         if want(got[-1]):
             return got
     p.kill()
@@ -44,7 +45,7 @@ def _lines_until(p: subprocess.Popen, want, timeout: float = 60) -> list[dict]:
 
 
 def _ids(doc) -> set:
-    return {f["id"] for f in doc.get("findings", [])}
+    return {f["id"] for a in doc.get("analyses", []) for f in a["findings"]}
 
 
 def test_appended_eager_mode_start_up_is_reported_as_new_and_sigint_gives_the_final_report(tmp_path):
@@ -60,7 +61,7 @@ def test_appended_eager_mode_start_up_is_reported_as_new_and_sigint_gives_the_fi
     assert "cuda-graphs-disabled" in _ids(seen)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
-    final = json.loads(out.decode().strip().splitlines()[-1])
+    final = report(out.decode().strip().splitlines()[-1])
     assert p.returncode == 0, err.decode()[-2000:]
     assert final.get("final") is True and "cuda-graphs-disabled" in _ids(final)
     assert "Traceback" not in err.decode()

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import FIXTURES, SAMPLES_DIR, run_cli
+from conftest import FIXTURES, SAMPLES_DIR, run_cli, one
 from diagnose.sources import load, resolve
 
 OTHER = SAMPLES_DIR / "other"
@@ -31,7 +31,7 @@ def test_gpu_sample_parses_into_series_or_topology(path):
 
 
 def test_seed004_with_dmon_is_compute_bound_and_says_the_config_is_not_the_cause():
-    d = json.loads(run_cli("--format", "json", FIXTURES / "seed004").stdout)
+    d = one(run_cli("--format", "json", FIXTURES / "seed004").stdout)
     v = d["verdict"]
     assert v["bottleneck"] == "compute-bound" and "GPU samples" in v["basis"]
     assert any("configuration is not the cause" in s for s in v["signals"])
@@ -44,7 +44,7 @@ def test_seed004_with_dmon_is_compute_bound_and_says_the_config_is_not_the_cause
 
 
 def test_high_util_low_power_is_host_bound_not_compute_bound():
-    d = json.loads(run_cli("--format", "json", FIXTURES / "gpu" / "host-bound-query.csv").stdout)
+    d = one(run_cli("--format", "json", FIXTURES / "gpu" / "host-bound-query.csv").stdout)
     ids = {f["id"] for f in d["findings"]}
     assert d["verdict"]["bottleneck"] == "host-bound" and "host-bound" in ids and "compute-bound" not in ids
 
@@ -53,12 +53,12 @@ def test_board_named_by_a_log_line_lets_power_be_judged(tmp_path):
     """dmon output has power but no GPU name: alone, power cannot be weighed against a limit and
     the verdict says --gpu-name would sharpen it; beside `nvidia-smi -L` the board is known."""
     dmon = FIXTURES / "gpu" / "host-bound-dmon.txt"
-    alone = json.loads(run_cli("--format", "json", dmon).stdout)["verdict"]
+    alone = one(run_cli("--format", "json", dmon).stdout)["verdict"]
     assert any("--gpu-name" in s for s in alone["signals"]) and not any(" W of " in s for s in alone["signals"])
     names = tmp_path / "nvidia-smi-L.txt"
     names.write_text("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5a1c9e0e-3b7f-2c4e-9d1a-0f1e2d3c4b5a)\n"
                      "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-7b2d8f1a-4c6e-3d5f-8e2b-1a0f9e8d7c6b)\n")
-    named = json.loads(run_cli("--format", "json", dmon, names).stdout)
+    named = one(run_cli("--format", "json", dmon, names).stdout)
     assert named["verdict"]["bottleneck"] == "host-bound"
     assert any(" W of 700 W" in s for s in named["verdict"]["signals"])
     assert not any("--gpu-name" in s for s in named["verdict"]["signals"])
@@ -66,7 +66,7 @@ def test_board_named_by_a_log_line_lets_power_be_judged(tmp_path):
 
 
 def test_seed003_with_pcie_topology_quotes_the_cells():
-    d = json.loads(run_cli("--format", "json", FIXTURES / "seed003" / "realtime.log", FIXTURES / "seed003" / "topo.txt").stdout)
+    d = one(run_cli("--format", "json", FIXTURES / "seed003" / "realtime.log", FIXTURES / "seed003" / "topo.txt").stdout)
     f = next(f for f in d["findings"] if f["id"] == "tp-over-pcie")
     assert "GPU0↔GPU1 NODE" in f["title"] and "SYS" in f["title"]
     assert any(e.get("source", "").endswith("topo.txt") and e["text"].startswith("GPU0") for e in f["evidence"])
@@ -85,11 +85,11 @@ def test_dmon_without_times_aligns_with_gpu_start(tmp_path):
     f = tmp_path / "dmon-no-times.txt"
     f.write_text("\n".join(out) + "\n")
     log = FIXTURES / "seed004" / "vllm.log"
-    plain = json.loads(run_cli("--format", "json", log, f).stdout)
+    plain = one(run_cli("--format", "json", log, f).stdout)
     cb = next((x for x in plain["findings"] if x["id"] == "compute-bound"), None)
     windows = [e.get("window", "") for e in cb["evidence"]] if cb else []
     assert not any("inside the engine's steady window" in w for w in windows)   # no times: not fused
-    aligned = json.loads(run_cli("--format", "json", "--gpu-start", "2025-11-14 09:51:38", log, f).stdout)
+    aligned = one(run_cli("--format", "json", "--gpu-start", "2025-11-14 09:51:38", log, f).stdout)
     assert aligned["verdict"]["bottleneck"] == "compute-bound"
     cb = next(x for x in aligned["findings"] if x["id"] == "compute-bound")
     assert any("inside the engine's steady window" in e.get("window", "") for e in cb["evidence"])
@@ -117,7 +117,7 @@ def test_saved_live_samples_are_read_back(tmp_path):
                 "temp_c": 70, "mem_used_mib": 70000.0, "clock_reasons": []} for i in range(1, 30)]
     f = tmp_path / "live.jsonl"
     write({"header": header, "samples": samples}, str(f))
-    d = json.loads(run_cli("--format", "json", f).stdout)
+    d = one(run_cli("--format", "json", f).stdout)
     assert d["inputs"][0]["kind"] == "gpu-nvml"
     assert d["verdict"]["bottleneck"] == "compute-bound"
     assert d["deployment"]["gpu_name"] == "NVIDIA H100 80GB HBM3"

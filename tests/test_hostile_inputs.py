@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, ROOT, SAMPLES_DIR, run_cli
+from conftest import FIXTURES, ROOT, SAMPLES_DIR, run_cli, one, report
 
 SAMPLES = sorted(p for p in SAMPLES_DIR.rglob("*") if p.is_file() and p.suffix != ".md")
 LOG = FIXTURES / "scenarios" / "healthy.log"
@@ -122,7 +122,9 @@ def test_damaged_sample_gives_an_exit_code_and_no_traceback(sample, damaged_samp
         if r["code"] == 2:
             lines = r["stderr"].strip().splitlines()
             assert len(lines) == 1 and f.name in lines[0], f"{what}: {r['stderr']!r}"
-        elif fmt in ("json", "sarif"):
+        elif fmt == "json":
+            report(r["stdout"])
+        elif fmt == "sarif":
             json.loads(r["stdout"])
 
 
@@ -178,7 +180,7 @@ def test_file_removed_mid_read(tmp_path):
     t.join(5)
     assert not fifo.exists()
     assert p.returncode == 0, err.decode()
-    d = json.loads(out)
+    d = one(out)
     assert d["inputs"][0]["lines"] == data.count(b"\n")
 
 
@@ -208,7 +210,7 @@ def test_file_growing_while_read_fifo(tmp_path):
     out, err = p.communicate(timeout=120)
     t.join(5)
     assert p.returncode == 0, err.decode()
-    d = json.loads(out)
+    d = one(out)
     assert d["inputs"][0]["lines"] == len(lines)
 
 
@@ -236,7 +238,7 @@ def test_regular_file_growing_while_read(tmp_path):
     stop.set()
     t.join(5)
     assert p.returncode == 0, p.stderr.decode()
-    lines = json.loads(p.stdout)["inputs"][0]["lines"]
+    lines = report(p.stdout)["inputs"][0]["lines"]
     assert start <= lines <= data.count(b"\n") + 1
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_cli, one, report
 
 SEED = FIXTURES / "seed003" / "realtime.log"
 
@@ -58,14 +58,14 @@ def test_partly_readable_file_is_diagnosed_with_a_count(tmp_path):
     f.write_bytes(b"".join(data))
     p = run_cli("--format", "json", f)
     assert p.returncode == 0, p.stderr.decode()
-    d = json.loads(p.stdout)
+    d = one(p.stdout)
     assert d["inputs"][0]["unreadable_lines"] == 2
     assert d["inputs"][0]["errors"]
     assert "tp-for-small-model" in {x["id"] for x in d["findings"]}
 
 
 def test_gzip_stdin_and_glob_give_the_same_findings(tmp_path):
-    ids = lambda p: [f["id"] for f in json.loads(p.stdout)["findings"]]
+    ids = lambda p: [f["id"] for f in one(p.stdout)["findings"]]
     plain = run_cli("--format", "json", SEED)
     gz = tmp_path / "realtime.log.gz"
     gz.write_bytes(gzip.compress(SEED.read_bytes()))
@@ -78,7 +78,7 @@ def test_gzip_stdin_and_glob_give_the_same_findings(tmp_path):
 def test_utf16_and_bom_files_read_like_utf8(tmp_path):
     """Windows PowerShell's `>` writes UTF-16 with a byte-order mark, Notepad a UTF-8 one: both
     are text logs, diagnosed like the plain file (gzipped and from stdin too), cited by line."""
-    out = lambda p: json.loads(p.stdout)
+    out = lambda p: one(p.stdout)
     plain = out(run_cli("--format", "json", SEED))
     text = SEED.read_text(encoding="utf-8")
     variants = {"le.log": text.encode("utf-16"), "be.log": b"\xfe\xff" + text.encode("utf-16-be"),
@@ -145,7 +145,7 @@ def test_a_pipe_on_stdin_is_widened_and_read_whole():
     out, err = p.communicate(timeout=120)
     assert size >= 1 << 20
     assert p.returncode == 0, err.decode()
-    assert json.loads(out)["inputs"][0]["lines"] == data.count(b"\n")
+    assert report(out)["inputs"][0]["lines"] == data.count(b"\n")
 
 
 # -- hard-wrapped pastes --------------------------------------------------------------------------
@@ -164,7 +164,7 @@ def _fold(data: bytes, width: int) -> bytes:
 def _diag(path) -> dict:
     p = run_cli("--format", "json", path)
     assert p.returncode == 0, p.stderr.decode()
-    return json.loads(p.stdout)
+    return one(p.stdout)
 
 
 FACTS = ("tensor_parallel_size", "gpu_memory_utilization", "model", "engine_version", "kv_cache_tokens",

@@ -14,7 +14,7 @@ from datetime import timezone
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, report
 from prom_harness import PromServer, backfill, default_start, missing_tools
 
 MINUTES, STEP = 20, 15
@@ -160,8 +160,8 @@ def _window(d: Dump) -> list[str]:
 def _json(*args) -> dict:
     p = run_cli(*args, "--format", "json")
     assert p.returncode == 0 and b"Traceback" not in p.stderr, p.stderr.decode(errors="replace")[-2000:]
-    d = json.loads(p.stdout)
-    return d["analyses"][0] if "analyses" in d and len(d["analyses"]) == 1 else d
+    d = report(p.stdout)
+    return d["analyses"][0] if len(d["analyses"]) == 1 else d
 
 
 def _dump_file(data: Data, ns: str):

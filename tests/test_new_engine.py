@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, one
 
 TOY_INIT = '''"""A made-up engine for the test: one folder, as the README describes."""
 from .. import Engine
@@ -92,7 +92,7 @@ def test_a_new_engine_folder_is_read_end_to_end(with_toy):
     root, log = with_toy
     p = _run(root, "--format", "json", log)
     assert p.returncode == 0, p.stderr.decode()
-    out = json.loads(p.stdout)
+    out = one(p.stdout)
     assert out["inputs"][0]["engine"] == "toy" and out["inputs"][0]["recognised_lines"] == 1
     assert out["deployment"]["model"] == "acme/toy-7b" and out["deployment"]["max_num_seqs"] == 64
 
@@ -118,7 +118,7 @@ def test_the_shipped_rules_advise_the_new_engine_in_its_own_flags(with_toy, tmp_
     log.write_text("TOY 2026-01-02 03:04:06 | serving acme/toy-7b, max_batch=64, eager\n")
     p = _run(root, "--format", "json", log)
     assert p.returncode == 0, p.stderr.decode()
-    out = json.loads(p.stdout)
+    out = one(p.stdout)
     f = {x["id"]: x for x in out["findings"]}["cuda-graphs-disabled"]
     assert f["fix"]["flags"]["remove"] == ["--eager"]
     p = _run(root, "rules", "concurrency-cap")

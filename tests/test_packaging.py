@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import diagnose
-from conftest import ROOT, on_a_terminal
+from conftest import ROOT, on_a_terminal, one, REPORT_SCHEMA
 from diagnose._compat import tomllib
 from diagnose.ruleset.rules import load_rules
 
@@ -102,7 +102,7 @@ def test_installed_console_script_diagnoses_the_readme_example(installed, tmp_pa
     assert str(installed.parent) in where.stdout.decode(), "the test must exercise the wheel, not the checkout"
     p = _run_installed(installed, "--format", "json", ROOT / "fixtures" / "seed003" / "realtime.log", cwd=tmp_path)
     assert p.returncode == 0, p.stderr.decode()
-    d = json.loads(p.stdout)
+    d = one(p.stdout)
     by = {f["id"]: f for f in d["findings"]}
     assert by["tp-for-small-model"]["fix"]["flags"]["set"] == {"--tensor-parallel-size": "1", "--data-parallel-size": "4"}
     assert by["cuda-graphs-disabled"]["fix"]["flags"]["remove"] == ["--enforce-eager"]
@@ -111,6 +111,9 @@ def test_installed_console_script_diagnoses_the_readme_example(installed, tmp_pa
     assert r.returncode == 0 and "tp-for-small-model" in r.stdout.decode()
     v = _run_installed(installed, "--version", cwd=tmp_path)
     assert v.returncode == 0 and v.stdout.decode() == f"diagnose {_installed_version(installed, tmp_path)}\n"
+    # the JSON report's schema travels inside the package too
+    s = _run_installed(installed, "schema", cwd=tmp_path)
+    assert s.returncode == 0 and json.loads(s.stdout) == REPORT_SCHEMA
 
 
 def _installed_version(bin_dir: Path, cwd: Path) -> str:
@@ -165,7 +168,7 @@ def test_sdist_installs_with_pip_and_its_command_runs(sdist, tmp_path):
     bin_dir = _install(sdist, tmp_path)
     p = _run_installed(bin_dir, "--format", "json", ROOT / "fixtures" / "seed003" / "realtime.log", cwd=tmp_path)
     assert p.returncode == 0, p.stderr.decode()
-    assert "tp-for-small-model" in {f["id"] for f in json.loads(p.stdout)["findings"]}
+    assert "tp-for-small-model" in {f["id"] for f in one(p.stdout)["findings"]}
     v = _run_installed(bin_dir, "-V", cwd=tmp_path)
     assert v.stdout.decode() == f"diagnose {_installed_version(bin_dir, tmp_path)}\n"
     native = subprocess.run([str(bin_dir / "python"), "-m", "diagnose.sources.readers.native"], capture_output=True,
@@ -229,7 +232,7 @@ def test_without_a_compiler_big_logs_read_the_same_and_it_is_said_once(without_c
     fast = subprocess.run([*cmd, str(log)], capture_output=True, env=dict(env, DIAGNOSE_BULK_MIN_BYTES="0"), timeout=120)
     ref = subprocess.run([*cmd, str(log)], capture_output=True, env=dict(env, DIAGNOSE_BULK_MIN_BYTES=str(10**15)), timeout=120)
     assert fast.returncode == ref.returncode == 0, fast.stderr.decode()
-    a, b = json.loads(fast.stdout), json.loads(ref.stdout)
+    a, b = one(fast.stdout), one(ref.stdout)
     assert a["inputs"][0]["lines"] == b["inputs"][0]["lines"] > 1000
     assert [f["id"] for f in a["findings"]] == [f["id"] for f in b["findings"]]
     seed = ROOT / "fixtures" / "seed003" / "realtime.log"

@@ -27,7 +27,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import requests
 
-from conftest import FIXTURES, ROOT, run_cli
+from conftest import FIXTURES, ROOT, run_cli, one, report
 from prom_harness import (REPLICA_DOWN_AFTER_S, SCENARIOS, BadServer, HarnessError, PromServer, backfill,
                           default_start, missing_tools, port_open, prom_query, write_openmetrics, write_openmetrics_all,
                           write_openmetrics_nvidia, write_openmetrics_sglang)
@@ -353,16 +353,14 @@ def _diagnose(prom, scenario, *extra):
     assert p.returncode == 0, f"exit {p.returncode}\n{err[-3000:]}"
     assert "Traceback" not in err, err[-3000:]
     try:
-        return json.loads(p.stdout)
+        return report(p.stdout)
     except ValueError:
         pytest.fail(f"stdout is not JSON:\n{p.stdout.decode(errors='replace')[:2000]}\nstderr:\n{err[-2000:]}")
 
 
 def _single(d: dict) -> dict:
-    if "analyses" in d and len(d["analyses"]) == 1:
-        return d["analyses"][0]
-    assert "findings" in d, f"expected one analysis, got keys {sorted(d)}"
-    return d
+    assert len(d["analyses"]) == 1, f"expected one analysis, got {[a['instance'] for a in d['analyses']]}"
+    return d["analyses"][0]
 
 
 def _bottleneck(a: dict):
@@ -427,7 +425,7 @@ def test_cli_explicit_start_end_and_step(prom):
     p = run_cli("--prometheus", prom.url, "--match", d.match, "--start", start, "--end", end, "--step", "30s",
                 "--format", "json")
     assert p.returncode == 0, p.stderr.decode()[-3000:]
-    a = _single(json.loads(p.stdout))
+    a = _single(report(p.stdout))
     assert "client-bound" in _ids(a) and _bottleneck(a) == "client-bound", _summary(a)
 
 
@@ -512,7 +510,7 @@ def test_cli_partial_reports_what_was_fetched(prom):
     err = p.stderr.decode(errors="replace")
     assert p.returncode == 0, err[-3000:]
     assert "Traceback" not in err
-    d = json.loads(p.stdout)
+    d = report(p.stdout)
     text = json.dumps(d, default=str).lower()
     assert "partial" in text or d.get("errors") or f"127.0.0.1:{bad.port}" in err, \
         "the report does not say that part of the data could not be fetched"
@@ -530,7 +528,7 @@ def test_cli_baseline_window_compares_two_windows_of_the_same_server(prom):
     p = run_cli("--prometheus", prom.url, "--match", d0.match, "--start", mid.isoformat(), "--end", end.isoformat(),
                 "--baseline-window", f"{start.isoformat()},{mid.isoformat()}", "--fail-on-regression", "--format", "json")
     assert p.returncode == 0, p.stderr.decode()[-2000:]
-    c = json.loads(p.stdout)["comparison"]
+    c = report(p.stdout)["comparison"]
     assert c["signals"] and all(s["verdict"] in ("unchanged", "inconclusive", "better") for s in c["signals"].values()), c["signals"]
     assert c["config_changes"] == []
 
@@ -547,7 +545,7 @@ def _cli_tz(tz: str, *args) -> subprocess.CompletedProcess:
 
 def _json_ok(p: subprocess.CompletedProcess) -> dict:
     assert p.returncode == 0, p.stderr.decode(errors="replace")[-3000:]
-    return json.loads(p.stdout)
+    return report(p.stdout)
 
 
 @pytest.mark.parametrize("tz", TIME_ZONES)
@@ -663,7 +661,7 @@ def test_cli_triton_trtllm_saturated_kv_is_found(prom):
     p = _cli_tz("UTC", "--prometheus", prom.url, "--match", d.match, "--since", SINCE, "--format", "json",
                 "--fail-on", "low")
     assert p.returncode == 1, p.stderr.decode(errors="replace")[-2000:]
-    a = _single(json.loads(p.stdout))
+    a = _single(report(p.stdout))
     assert "kv-cache-pressure" in _ids(a) and _bottleneck(a) == "kv-capacity-bound", _summary(a)
     assert a["deployment"]["engine"] == "trtllm" and a["deployment"]["max_num_seqs"] == 64, a["deployment"]
 
@@ -763,7 +761,7 @@ def test_cli_password_in_url_is_sent_and_never_shown(prom, tmp_path, fmt):
     assert {h.get("Authorization") for _, _, h in bad.requests} == {want}, "basic auth not sent on every request"
     assert "kv-cache-pressure" in p.stdout.decode(), "the diagnosis did not work through the credentials"
     if fmt == "json":
-        a = _single(json.loads(p.stdout))
+        a = _single(report(p.stdout))
         assert _bottleneck(a) == "kv-capacity-bound", _summary(a)
         assert a["inputs"][0]["path"] == f"{bad.url} instance={d.instances[0]}"
     if fmt in ("terminal", "markdown"):
@@ -859,7 +857,7 @@ def test_cli_insecure_skips_verification_without_a_warning_per_query(prom, tls_c
     err = p.stderr.decode(errors="replace")
     assert p.returncode == 0, err[-3000:]
     assert err == "", f"stderr is not quiet under --insecure:\n{err[:3000]}"
-    a = _single(json.loads(p.stdout))
+    a = _single(report(p.stdout))
     assert "kv-cache-pressure" in _ids(a) and _bottleneck(a) == "kv-capacity-bound", _summary(a)
     assert len(bad.requests) > 3
     _no_credentials(p.stdout.decode())
@@ -911,7 +909,7 @@ def test_cli_partial_notes_show_in_every_format(prom, fmt):
                       r"the report uses what was fetched")
     where = f"{bad.url} instance={prom.data['healthy'].instances[0]}"
     if fmt == "json":
-        assert any(note.fullmatch(e) for e in _single(json.loads(out))["inputs"][0]["errors"]), out[:3000]
+        assert any(note.fullmatch(e) for e in _single(report(out))["inputs"][0]["errors"]), out[:3000]
     elif fmt == "terminal":
         flat = " ".join(out.split())               # rich wraps long lines
         assert re.search(r"note: " + note.pattern, flat), out[-3000:]
@@ -1104,7 +1102,7 @@ def test_saved_openmetrics_dump_reads_seconds_timestamps(tmp_path):
     multiplied every rate by 1000. Rates, prompt length and prefix-cache hits match the generator."""
     om = tmp_path / "underloaded.om"
     d = write_openmetrics(om, "underloaded", default_start(30), 30)
-    a = json.loads(run_cli(str(om), "--format", "json").stdout)
+    a = one(run_cli(str(om), "--format", "json").stdout)
     t0, t1 = d.start.timestamp(), d.end.timestamp()
     gen = d.counter_increase("vllm:generation_tokens_total", t0, t1) / (t1 - t0)
     assert abs(a["signals"]["generation_throughput"]["mean"] - gen) <= 0.05 * gen, (a["signals"]["generation_throughput"], gen)
@@ -1155,12 +1153,12 @@ def test_cli_watch_queries_again_every_interval_until_sigint(prom):
         line = p.stdout.readline()
         if not line:
             break
-        reports.append(json.loads(line))
+        reports.append(report(line))
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=120)
     assert len(reports) == 2, err.decode()[-2000:]
     assert "queue-buildup" in reports[0]["changes"]["new"] and reports[1]["changes"] == {"new": [], "cleared": []}
-    final = json.loads(out.decode().strip().splitlines()[-1])
+    final = report(out.decode().strip().splitlines()[-1])
     assert p.returncode == 0 and final["final"] is True and "queue-buildup" in _all_ids(final), err.decode()[-2000:]
 
 
@@ -1178,12 +1176,13 @@ def test_metric_times_say_their_zone_and_a_logs_do_not():
     """Times from Prometheus and saved scrapes are UTC (Unix timestamps) and say so; a log's clock is
     its host's, of no known zone, and is shown as written."""
     saved = FIXTURES / "rules" / "replica-down" / "quiet.prom"
-    d = json.loads(run_cli("-f", "json", saved).stdout)
+    d = report(run_cli("-f", "json", saved).stdout)
     assert all(a["verdict"]["window"].split("(")[0].rstrip().endswith("UTC") for a in d["analyses"]), d["analyses"][0]["verdict"]
-    log = json.loads(run_cli("-f", "json", FIXTURES / "seed003" / "realtime.log").stdout)
+    log = one(run_cli("-f", "json", FIXTURES / "seed003" / "realtime.log").stdout)
     assert "UTC" not in log["verdict"]["window"]
 
 
 def test_live_prometheus_times_are_utc_and_said(prom):
     d = _diagnose(prom, "healthy")
-    assert "UTC (" in d["verdict"]["window"], d["verdict"]["window"]
+    a = _single(d)
+    assert "UTC (" in a["verdict"]["window"], a["verdict"]["window"]

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_cli, report as report_doc
 
 REAL = FIXTURES / "real"
 OTHER = FIXTURES / "samples" / "other"
@@ -42,11 +42,17 @@ def job_head() -> list[str]:
 def report(*paths) -> dict:
     p = run_cli("--format", "json", *paths)
     assert p.returncode in (0, 1), p.stderr.decode()
-    return json.loads(p.stdout)
+    return report_doc(p.stdout)
 
 
 def analyses(d: dict) -> list[dict]:
-    return d.get("analyses") or [d]
+    return d["analyses"]
+
+
+def single(*paths) -> dict:
+    """The analysis of inputs that make one deployment."""
+    (a,) = analyses(report(*paths))
+    return a
 
 
 def summary(a: dict) -> tuple:
@@ -57,7 +63,7 @@ def summary(a: dict) -> tuple:
 def test_a_slurm_job_output_gives_what_its_server_part_gives(tmp_path):
     bare = tmp_path / "server.log"
     bare.write_text(bare_server(SLURM_JOB))
-    job, alone = report(SLURM_JOB), report(bare)
+    job, alone = single(SLURM_JOB), single(bare)
     assert job["deployment"] == alone["deployment"]
     assert summary(job) == summary(alone)
     assert summary(alone)[0], "the server's part must say something for the comparison to mean anything"
@@ -73,7 +79,7 @@ def test_a_real_job_preamble_and_gpu_csv_before_a_real_log_change_nothing_it_say
     wrapped = tmp_path / "slurm-3932.out"
     wrapped.write_text("".join(head[:9] + csv + head[9:]) + bare.read_text()
                        + "slurmstepd: error: *** JOB 3932 ON gpuh13 CANCELLED AT 2026-02-16T01:00:00 DUE TO TIME LIMIT ***\n")
-    alone, job = report(bare), report(wrapped)
+    alone, job = single(bare), single(wrapped)
     assert summary(job) == summary(alone)
     for k, v in alone["deployment"].items():
         if v is not None:
@@ -105,7 +111,7 @@ def folder_of_two_servers(tmp_path):
 def _two_deployments_four_notes(fmt: str, out: str):
     notes = ("README.md", "config.json", "empty.log", "core.bin")
     if fmt == "json":
-        d = json.loads(out)
+        d = report_doc(out)
         assert len(d["analyses"]) == 2
         assert sorted(s["path"].rsplit("/", 1)[-1] for s in d["skipped"]) == sorted(notes)
         assert {a["deployment"]["engine"] for a in d["analyses"]} == {"vllm", "sglang"}
@@ -150,7 +156,7 @@ def test_two_servers_pasted_into_one_file_are_two_deployments_whose_facts_do_not
     d = report(both)
     got = {x["deployment"]["engine"]: x for x in analyses(d)}
     assert sorted(got) == ["sglang", "vllm"]
-    for engine, alone in (("vllm", report(a)), ("sglang", report(b))):
+    for engine, alone in (("vllm", single(a)), ("sglang", single(b))):
         assert got[engine]["deployment"]["tensor_parallel_size"] == alone["deployment"]["tensor_parallel_size"]
         assert got[engine]["deployment"]["model"] == alone["deployment"]["model"]
         assert summary(got[engine]) == summary(alone)
@@ -261,14 +267,14 @@ def test_captures_inside_a_log_are_read_as_their_own_regions(tmp_path):
     f.write_text(server + "".join(lines(OTHER / "dmon-xuesongtap-s-m-8gpu.txt"))
                  + "$ nvidia-smi topo -m\n" + "".join(lines(OTHER / "topo-xuesongtap-4xa10-sys.txt"))
                  + "$ curl -s localhost:30000/metrics\n" + "".join(lines(OTHER / "sglang-pr-7944-metrics.prom")))
-    d = report(f)
+    d = single(f)
     cov = d["inputs"][0]["coverage"]
     kinds = [r["kind"] for r in cov["regions"]]
     assert {"vllm", "gpu-dmon", "gpu-topo", "prometheus-scrape"} <= set(kinds), kinds
     assert cov["share"] >= 0.9
     bare = tmp_path / "server.log"
     bare.write_text(server)
-    alone = report(bare)
+    alone = single(bare)
     for k in ("model", "tensor_parallel_size", "max_num_seqs", "kv_cache_tokens"):
         assert d["deployment"].get(k) == alone["deployment"].get(k), k
 
@@ -293,10 +299,10 @@ def test_a_log_mostly_in_no_known_format_says_so_first_and_beside_no_findings(tm
 
 
 def test_stop_wordings_are_no_crash_and_a_dead_engine_leads_the_verdict():
-    stopped = report(REAL / "vllm-intellistream-qwen25-14b-ascend-npu-kvoffload-pressure.log")
+    stopped = single(REAL / "vllm-intellistream-qwen25-14b-ascend-npu-kvoffload-pressure.log")
     assert "engine-crash" not in summary(stopped)[0]
     assert stopped["launches"][-1]["ending"] == "stopped"
-    crashed = report(REAL / "vllm-safetyresearch-gptoss-20b-tp8-slurm-triton-import-crash.log")
+    crashed = single(REAL / "vllm-safetyresearch-gptoss-20b-tp8-slurm-triton-import-crash.log")
     assert crashed["verdict"]["bottleneck"] == "crashed"
     assert summary(crashed)[0][0] == "engine-crash"
 
@@ -309,7 +315,7 @@ TRT_AUTODEPLOY = REAL / "trtllm-jeansblog-nemotron3-nano-autodeploy-dgx-spark-st
 def test_a_library_logging_in_sglangs_shape_before_a_trtllm_server_is_not_called_sglang():
     """`[2025-12-20 04:19:59] INFO config.py:54: PyTorch version … available.` is SGLang's line shape,
     written here by another library inside a trtllm-serve start-up: no SGLang region is reported."""
-    d = report(TRT_SPARK)
+    d = single(TRT_SPARK)
     kinds = {r["kind"] for r in d["inputs"][0]["coverage"]["regions"]}
     assert "sglang" not in kinds and "trtllm" in kinds, kinds
     dep = d["deployment"]
@@ -325,7 +331,7 @@ def test_a_library_logging_in_sglangs_shape_before_a_trtllm_server_is_not_called
 def test_autodeploy_lines_are_read_and_its_stand_in_kv_pool_is_no_capacity():
     """`[TRT-LLM AUTO-DEPLOY] [RANK 0] [I] [SequenceInfo:] …` gives the limits; the pool sized after
     `Using fake cache manager` (an SSM model) is not reported as KV capacity."""
-    d = report(TRT_AUTODEPLOY)
+    d = single(TRT_AUTODEPLOY)
     dep = d["deployment"]
     assert (dep["max_num_seqs"], dep["max_model_len"], dep["max_num_batched_tokens"]) == (64, 16384, 8192)
     assert dep["tensor_parallel_size"] == 1          # world_size=1

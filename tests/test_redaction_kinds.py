@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_cli, one
 
 from diagnose import redact as R
 
@@ -62,7 +62,7 @@ def outputs():
 
 def test_fixtures_cite_the_lines_that_carry_secrets(outputs):
     for fx, ids in EXPECTED_FINDINGS.items():
-        d = json.loads(outputs[fx, "json"])
+        d = one(outputs[fx, "json"])
         assert ids <= {f["id"] for f in d["findings"]}, fx.name
 
 
@@ -85,7 +85,7 @@ def test_no_redact_shows_them(kind, outputs):
 
 
 def test_redacted_evidence_keeps_the_rest_of_the_line(outputs):
-    d = json.loads(outputs[VLLM, "json"])
+    d = one(outputs[VLLM, "json"])
     lines = [e["text"] for f in d["findings"] for e in f["evidence"] if "text" in e]
     assert any(t.startswith('INFO:     <ip>:41000 - "GET /metrics?api_key=<redacted> HTTP/1.1" 200 OK') for t in lines)
     assert any("prompt: <redacted" in t and "params: SamplingParams(n=1" in t and "prompt_token_ids: [<redacted>]" in t

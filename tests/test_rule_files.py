@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_cli, one, report
 from diagnose.ruleset.rules import DOC_SECTIONS, load_rules
 
 ISSUE2_IDS = {
@@ -76,7 +76,7 @@ def test_an_edited_rule_file_takes_effect_on_the_next_run(tmp_path):
         p = subprocess.run([sys.executable, "-m", "diagnose", "--format", "json", "--rules", str(mine), str(log)],
                            capture_output=True, env=env, timeout=120)
         assert p.returncode == 0, p.stderr.decode()
-        return {f["id"]: f.get("fix_title") for f in json.loads(p.stdout)["findings"]}
+        return {f["id"]: f.get("fix_title") for f in one(p.stdout)["findings"]}
 
     rule.write_text(src.replace('condition = "', 'condition = "True or '), encoding="utf-8")
     first = fix_titles()
@@ -146,7 +146,7 @@ def test_the_scope_key_not_the_folder_says_whether_a_rule_reads_the_fleet(tmp_pa
     (mine / "my-imbalance.toml").write_text(src, encoding="utf-8")
     p = run_cli("--rules", mine, "--format", "json", FIXTURES / "rules" / "replica-imbalance" / "fires.prom")
     assert p.returncode == 0, p.stderr.decode()
-    out = json.loads(p.stdout)
+    out = report(p.stdout)
     fired = {r["instance"]: [f["id"] for f in r["findings"]] for r in out["analyses"] + [out["fleet"]]}
     assert "replica-imbalance" in fired["fleet"]
     if scope == "fleet":

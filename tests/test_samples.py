@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import SAMPLES_DIR, run_cli
+from conftest import SAMPLES_DIR, run_cli, one, report
 
 SAMPLES = sorted(p for p in SAMPLES_DIR.rglob("*") if p.is_file() and p.suffix != ".md")
 VLLM = [p for p in SAMPLES if p.parent.name == "vllm"]
@@ -21,7 +21,7 @@ def test_sample_runs_without_traceback(path):
     assert "Traceback" not in err, err
     # Every sample is a real log a user would paste: diagnosed, never refused.
     assert p.returncode == 0, err
-    json.loads(p.stdout)
+    report(p.stdout)
 
 
 @pytest.mark.parametrize("path", VLLM, ids=[p.name for p in VLLM])
@@ -29,7 +29,7 @@ def test_vllm_sample_facts_reach_the_deployment(path):
     text = path.read_text(errors="replace")
     p = run_cli("--format", "json", path)
     assert p.returncode == 0, p.stderr.decode()
-    d = json.loads(p.stdout)["deployment"]
+    d = one(p.stdout)["deployment"]
     m = re.search(r"\(v(\d+\.\d+\.\d+[\w.+-]*)\) with config|server version (\d+\.\d+\.\d+)", text)
     if m:
         assert d["engine_version"] == (m.group(1) or m.group(2))
@@ -58,11 +58,11 @@ KNOWN = {
 
 @pytest.mark.parametrize("name,expected", sorted(KNOWN.items()))
 def test_rules_say_something_true_about_samples(name, expected):
-    d = json.loads(run_cli("--format", "json", SAMPLES_DIR / "vllm" / name).stdout)
+    d = one(run_cli("--format", "json", SAMPLES_DIR / "vllm" / name).stdout)
     assert expected <= {f["id"] for f in d["findings"]}
 
 
 def test_idle_sample_is_idle_with_no_findings_above_info():
-    d = json.loads(run_cli("--format", "json", SAMPLES_DIR / "vllm" / "vllm-issue-6689.log").stdout)
+    d = one(run_cli("--format", "json", SAMPLES_DIR / "vllm" / "vllm-issue-6689.log").stdout)
     assert d["verdict"]["bottleneck"] == "idle"
     assert all(f["severity"] == "info" for f in d["findings"])

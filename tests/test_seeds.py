@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import FIXTURES, ROOT, run_cli
+from conftest import FIXTURES, ROOT, run_cli, one
 
 SEED003 = FIXTURES / "seed003" / "realtime.log"
 SEED004 = FIXTURES / "seed004" / "vllm.log"
@@ -15,7 +15,7 @@ SEED004 = FIXTURES / "seed004" / "vllm.log"
 def seed003():
     p = run_cli("--format", "json", SEED003)
     assert p.returncode == 0, p.stderr.decode()
-    return json.loads(p.stdout)
+    return one(p.stdout)
 
 
 def test_seed003_top_findings_and_their_fixes(seed003):
@@ -63,7 +63,7 @@ def test_seed003_markdown_is_a_ticket_with_the_corrected_command():
 
 
 def test_seed004_cross_node_tp_is_communication_or_compute_bound():
-    d = json.loads(run_cli("--format", "json", SEED004).stdout)
+    d = one(run_cli("--format", "json", SEED004).stdout)
     ids = {f["id"] for f in d["findings"]}
     assert d["verdict"]["bottleneck"] in ("compute-bound", "communication-bound")
     assert "cross-node-tensor-parallel" in ids

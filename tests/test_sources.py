@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_cli, one
 from diagnose.evidence.model import Evidence
 from diagnose.sources import load
 from diagnose.sources.readers.lineprefix import Clock, peel
@@ -88,7 +88,7 @@ def test_a_prompt_quoting_a_traceback_or_an_oom_is_no_crash(tmp_path):
     ev = load([Input(str(f), str(f))])
     assert sum(ev.prompt_prefixes.values()) == 1
     assert not {"traceback", "oom", "engine_crash"} & set(ev.events), sorted(ev.events)
-    out = json.loads(run_cli("--format", "json", f).stdout)
+    out = one(run_cli("--format", "json", f).stdout)
     assert not {x["id"] for x in out["findings"]} & {"engine-crash", "cuda-oom"}
 
 
@@ -98,7 +98,7 @@ def test_wrapped_vllm_args_take_tp_from_worker_names_not_defaults():
     model from the banner, and no default is taken from a dict that never closed."""
     p = run_cli("--format", "json", FIXTURES / "engines" / "vllm-wrapped-args-tp4.log")
     assert p.returncode == 0, p.stderr.decode()
-    dep = json.loads(p.stdout)["deployment"]
+    dep = one(p.stdout)["deployment"]
     assert dep["tensor_parallel_size"] == 4
     assert dep["engine_version"] == "0.19.0"
     assert dep["model"] == "/workspace/lambo/models/Qwen3.5-9B"
@@ -114,7 +114,7 @@ def test_a_log_that_opens_with_access_lines_is_a_log_not_yaml(tmp_path):
              "cache usage: 0.0%.\n")
     f = tmp_path / "tail.log"
     f.write_text(access + stats)
-    d = json.loads(run_cli("--format", "json", f).stdout)
+    d = one(run_cli("--format", "json", f).stdout)
     assert d["inputs"][0]["kind"] == "log" and d["deployment"]["engine"] == "vllm", d["inputs"]
     assert d["inputs"][0]["lines"] == 41 and d["inputs"][0]["recognised_lines"] == 41, d["inputs"]
 
@@ -124,7 +124,7 @@ def test_per_worker_kv_capacity_lines_give_the_smallest(tmp_path):
     capacity is one worker's (not four times it), and where one worker has less room (its line
     edited here to 301,056 tokens) the smallest is what a request can count on, wherever it comes."""
     real = (FIXTURES / "real" / "vllm-jyngjeon-qwen3-14b-tp4-pcie-client.log").read_text(encoding="utf-8").split("\n")
-    d = json.loads(run_cli("--format", "json", FIXTURES / "real" / "vllm-jyngjeon-qwen3-14b-tp4-pcie-client.log").stdout)
+    d = one(run_cli("--format", "json", FIXTURES / "real" / "vllm-jyngjeon-qwen3-14b-tp4-pcie-client.log").stdout)
     assert (d["deployment"]["kv_cache_tokens"], d["deployment"]["max_concurrency"]) == (335344, 40.94)
     kv_lines = [i for i, x in enumerate(real) if "GPU KV cache size: 335,344 tokens" in x]
     assert len(kv_lines) == 4
@@ -132,7 +132,7 @@ def test_per_worker_kv_capacity_lines_give_the_smallest(tmp_path):
     real[kv_lines[1] + 1] = real[kv_lines[1] + 1].replace("40.94x", "36.75x")
     f = tmp_path / "tp4-uneven.log"
     f.write_text("\n".join(real), encoding="utf-8")
-    dep = json.loads(run_cli("--format", "json", f).stdout)["deployment"]
+    dep = one(run_cli("--format", "json", f).stdout)["deployment"]
     assert (dep["kv_cache_tokens"], dep["max_concurrency"]) == (301056, 36.75)
 
 
@@ -153,7 +153,7 @@ def test_v0_worker_pids_give_the_ranks_when_the_args_are_missing():
     `(VllmWorkerProcess pid=…)` lines, each loading 2.35 GB. Six worker pids and the driver are at
     least 7 ranks, 8 as TP sizes go: the model is ~18.8 GB of weights (a 9-10 B model), not a 1.3 B
     one read from one rank's share, and it is a V0 engine (no --data-parallel-size to advise)."""
-    d = json.loads(run_cli("--format", "json", FIXTURES / "samples" / "vllm" / "vllm-issue-7593.log").stdout)
+    d = one(run_cli("--format", "json", FIXTURES / "samples" / "vllm" / "vllm-issue-7593.log").stdout)
     dep = d["deployment"]
     assert dep["tensor_parallel_size"] == 8 and 8 <= dep["model_params_b"] <= 11, dep
     f = next(f for f in d["findings"] if f["id"] == "over-parallelized-replicas")

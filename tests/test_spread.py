@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import report
 from diagnose.evidence.model import Rows, _stats_series
 from diagnose.sources import loading
 from diagnose.sources.readers.files import resolve
@@ -36,7 +37,7 @@ def _run(folder: Path, jobs: str) -> dict:
     p = subprocess.run([sys.executable, "-m", "diagnose", "--format", "json", str(folder)], capture_output=True,
                        env=env, cwd=ROOT, timeout=300)
     assert p.returncode in (0, 1), p.stderr.decode()
-    return json.loads(p.stdout)
+    return report(p.stdout)
 
 
 def test_a_folder_read_by_two_processes_gives_the_report_one_process_gives(tmp_path):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import FIXTURES, ROOT, analyze, run_cli, run_json
+from conftest import FIXTURES, ROOT, analyze, run_cli, run_json, report
 
 sys.path.insert(0, str(ROOT / "bench"))
 from generate_sweep import sweep_runs, write_sweep  # noqa: E402
@@ -141,9 +141,11 @@ def test_json_report_has_the_sweep_object_a_ci_job_reads(tmp_path):
                                     "tpot_p50_ms", "itl_p50_ms", "failed"}
     assert sw["knee_concurrency"] == 16 and sw["limit"] == "unknown"
     assert [p["concurrency"] for p in sw["points"]] == [1, 2, 4, 8, 16, 32, 64]
-    ids = {f["id"] for f in d["findings"]}
+    assert sw["analysis"] == 0
+    (a,) = d["analyses"]
+    ids = {f["id"] for f in a["findings"]}
     assert {"bench-errors", "past-the-knee"} <= ids
-    err = next(f for f in d["findings"] if f["id"] == "bench-errors")
+    err = next(f for f in a["findings"] if f["id"] == "bench-errors")
     assert err["evidence"][0]["source"].endswith("vllm-concurrency32.json") and "failed" in err["evidence"][0]["text"]
 
 
@@ -175,7 +177,7 @@ def test_odd_values_in_a_result_file_are_unknown_not_a_crash(tmp_path, value):
         (tmp_path / f"r{i}.json").write_text(json.dumps(r).replace('"__X__"', value))
     p = run_cli("--format", "json", tmp_path)
     assert p.returncode in (0, 1) and b"Traceback" not in p.stderr, p.stderr.decode()
-    json.loads(p.stdout)
+    report(p.stdout)
 
 
 def test_with_the_server_log_the_knee_is_explained_by_the_engines_cap(tmp_path):
@@ -196,7 +198,7 @@ def test_a_sweep_as_baseline_flags_the_loads_that_regressed(tmp_path):
     write_sweep(tmp_path / "after", [1, 2, 4, 8, 16, 32, 64], 8)
     p = run_cli("--format", "json", tmp_path / "after", "--baseline", tmp_path / "before", "--fail-on-regression")
     assert p.returncode == 1, p.stderr.decode()
-    c = json.loads(p.stdout)["comparison"]
+    c = report(p.stdout)["comparison"]
     assert c["sweep"]["knee_before"] == 32 and c["sweep"]["knee_after"] == 8
     s = c["signals"]
     assert s["sweep output tok/s at concurrency 8"]["verdict"] == "unchanged"

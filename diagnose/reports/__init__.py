@@ -1,4 +1,4 @@
-"""Reports: the same analyses rendered for a terminal, a ticket (markdown), a machine (JSON, SARIF,
+"""Reports: the same analyses rendered for a terminal, a ticket (markdown for GitHub, Jira wiki markup), a machine (JSON, SARIF,
 JUnit) or a browser (HTML).
 
 Every file format is one entry of RENDERERS, all with one signature: `render(run) -> str`, where
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 class ReportRun:
     analyses: list                      # pipeline.Analysis, one per deployment / replica
     parts: list                         # (the analysis as JSON, its timeline), same order
-    doc: dict                           # the combined JSON document (schema version 1)
+    doc: dict                           # the combined JSON document (schema version 2)
     rules: list                         # every rule loaded
     comparison: dict | None = None      # --baseline
     suppressions: list = field(default_factory=list)
@@ -33,6 +33,13 @@ def _markdown(run: ReportRun) -> str:
     from .markdown import render, render_comparison, render_run_head
     text = render_run_head([d for d, _ in run.parts], run.doc.get("skipped") or [])
     text += "\n---\n\n".join(render(d, t) for d, t in run.parts)
+    return text + (render_comparison(run.comparison) if run.comparison is not None else "")
+
+
+def _jira(run: ReportRun) -> str:
+    from .jira import render, render_comparison, render_run_head
+    text = render_run_head([d for d, _ in run.parts], run.doc.get("skipped") or [])
+    text += "\n----\n\n".join(render(d, t) for d, t in run.parts)
     return text + (render_comparison(run.comparison) if run.comparison is not None else "")
 
 
@@ -56,4 +63,4 @@ def _html(run: ReportRun) -> str:
                   skipped=run.doc.get("skipped") or [])
 
 
-RENDERERS = {"json": _json, "markdown": _markdown, "sarif": _sarif, "junit": _junit, "html": _html}
+RENDERERS = {"json": _json, "markdown": _markdown, "jira": _jira, "sarif": _sarif, "junit": _junit, "html": _html}

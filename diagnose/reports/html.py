@@ -16,6 +16,7 @@ import json
 import re
 from pathlib import Path
 
+from .. import __version__
 from .common import (coverage_summary, deployment_label, differences, evidence_line, fix_lines, input_warnings,
                      launches_text, nothing_read_hint, skipped_lines, summary_rows, sweep_table, window_rows)
 
@@ -35,7 +36,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 code,pre{font:12.5px ui-monospace,SFMono-Regular,Menlo,monospace} pre{background:#f6f8fa;padding:8px;overflow-x:auto;white-space:pre-wrap;word-break:break-all}
 .flag{display:inline-flex;gap:6px;align-items:center;margin:2px 6px 2px 0;background:#ddf4ff;border-radius:4px;padding:1px 6px}
 button.copy{font-size:11px;border:1px solid #8c959f;background:#fff;border-radius:4px;cursor:pointer;padding:0 6px}
-.dim{color:#57606a} table.kv{columns:2;display:block} table.kv tr{display:table;width:100%;break-inside:avoid} .plots{display:grid;grid-template-columns:1fr;gap:6px} .plot{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:4px}
+.dim{color:#57606a} table.kv{display:grid;grid-template-columns:auto 1fr auto 1fr;border-top:1px solid #d0d7de;border-left:1px solid #d0d7de} table.kv tbody,table.kv tr{display:contents} table.kv th,table.kv td{border-width:0 1px 1px 0} @media (max-width:700px){table.kv{grid-template-columns:auto 1fr}} .plots{display:grid;grid-template-columns:1fr;gap:6px} .plot{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:4px}
 details summary{cursor:pointer}
 """
 
@@ -52,12 +53,27 @@ JS = r"""
     var data=JSON.parse(document.getElementById('plot-data').textContent);
     var palette=['#0969da','#cf222e','#1a7f37','#8250df','#bf8700','#1b7c83','#953800','#6e7781'];
     var sync=uPlot.sync('diagnose');
-    // the steady window the runtime findings rest on (a band) and each finding's timed evidence (a line)
+    // the steady window the runtime findings rest on (a band) and each finding's timed evidence (a
+    // dashed line). Labels go left to right, each in the first of three rows where it overlaps no
+    // other label and inside the plot (turned left of its line at the right end); the same
+    // finding's label close by is said once, and one with no room is left out (its line stays).
+    // Where each label went is kept on the plot (data-labels, CSS pixels): what the browser test reads.
     function marker(band,marks){return{hooks:{draw:[function(u){var c=u.ctx,b=u.bbox,r=devicePixelRatio||1;c.save();
       if(band){var x0=u.valToPos(band[0],'x',true),x1=u.valToPos(band[1],'x',true);c.fillStyle='rgba(191,135,0,0.10)';c.fillRect(x0,b.top,x1-x0,b.height)}
-      marks.forEach(function(m,i){var x=u.valToPos(m.t,'x',true);if(x<b.left||x>b.left+b.width)return;c.strokeStyle='#cf222e';c.setLineDash([4*r,3*r]);
-        c.beginPath();c.moveTo(x,b.top);c.lineTo(x,b.top+b.height);c.stroke();c.setLineDash([]);c.fillStyle='#cf222e';c.font=(10*r)+'px sans-serif';
-        var w=c.measureText(m.label).width,tx=x+3*r+w>b.left+b.width?x-3*r-w:x+3*r;c.fillText(m.label,tx,b.top+(12+10*(i%3))*r)});c.restore()}]}}}
+      c.font=(10*r)+'px sans-serif';c.textAlign='left';c.textBaseline='alphabetic';var rows=[[],[],[]],placed=[],pad=6*r,right=b.left+b.width;
+      var shown=marks.map(function(m){return{label:m.label,x:u.valToPos(m.t,'x',true)}}).filter(function(o){return o.x>=b.left&&o.x<=right})
+        .sort(function(p,q){return p.x-q.x});
+      c.strokeStyle='#cf222e';c.setLineDash([4*r,3*r]);       // every line first: no line crosses a label
+      shown.forEach(function(o){c.beginPath();c.moveTo(o.x,b.top);c.lineTo(o.x,b.top+b.height);c.stroke()});c.setLineDash([]);
+      shown.forEach(function(o){
+        var w=c.measureText(o.label).width,tx=o.x+3*r+w>right?o.x-3*r-w:o.x+3*r;tx=Math.max(b.left,Math.min(tx,right-w));
+        if(placed.some(function(p){return p.label===o.label&&o.x-p.at<w+pad}))return;
+        var row=rows.findIndex(function(boxes){return boxes.every(function(q){return tx>=q[1]+pad||tx+w<=q[0]-pad})});
+        if(row<0)return;
+        rows[row].push([tx,tx+w]);var ty=b.top+(12+11*row)*r;
+        c.fillStyle='rgba(255,255,255,0.85)';c.fillRect(tx-r,ty-9*r,w+2*r,11*r);c.fillStyle='#cf222e';c.fillText(o.label,tx,ty);
+        placed.push({label:o.label,at:o.x,row:row,x0:tx/r,x1:(tx+w)/r,y0:(ty-9*r)/r,y1:(ty+2*r)/r,left:b.left/r,right:right/r})});
+      u.root.dataset.labels=JSON.stringify(placed);c.restore()}]}}}
     data.forEach(function(block){
       var host=document.getElementById(block.id);if(!host)return;
       // one time axis for every panel of an analysis: engine stats and GPU samples line up
@@ -69,7 +85,10 @@ JS = r"""
         var opts={title:p.title+(p.unit?' ('+p.unit+')':''),width:Math.max(320,host.clientWidth-12),height:170,
           scales:{x:(p.time&&hi>lo)?{time:true,range:function(){return[lo,hi]}}:{time:p.time}},cursor:{sync:{key:sync.key}},
           tzDate:function(ts){return uPlot.tzDate(new Date(ts*1e3),'Etc/UTC')},
-          series:[{}].concat(p.series.map(function(s,i){return{label:s.label,stroke:palette[i%palette.length],width:1.5,spanGaps:false}}))};
+          series:[{}].concat(p.series.map(function(s,i){return p.band&&i>0?{label:s.label,stroke:'rgba(9,105,218,0.35)',width:1,spanGaps:false}:
+            {label:s.label,stroke:palette[i%palette.length],width:1.5,spanGaps:false}}))};
+        // many GPUs: the band between the lowest and the highest GPU, under their mean
+        if(p.band)opts.bands=[{series:[p.band[1],p.band[0]],fill:'rgba(9,105,218,0.15)'}];
         if(p.time)opts.plugins=[marker(block.band,block.marks||[])];
         var rows=[p.x].concat(p.series.map(function(s){return s.y}));
         // the baseline, from the same start: its elapsed time laid on this run's axis, dashed
@@ -167,7 +186,7 @@ def _analysis(d: dict, panels: list, idx: int) -> list[str]:
         out.append("</table><ul>" + "".join(f"<li class=dim>{_e(n)}</li>" for n in notes) + "</ul>")
     notes = "; ".join(coverage_summary(i) for i in d["inputs"])
     out.append(f"<p class=dim><small>{_e(notes)} · {len(d['not_applicable'])} rule(s) not applicable · "
-               f"diagnose {_e(d['tool']['version'])}</small></p>")
+               f"diagnose {_e(__version__)}</small></p>")
     return out
 
 

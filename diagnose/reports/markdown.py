@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from .. import __version__
 from .common import (TIMELINE, stop_mark, run_heading, coverage_detail, deployment_label, differences, evidence_line, fix_lines,
                      input_warnings, launches_text, nothing_read_hint, printable, skipped_lines, sparkline,
                      summary_rows, window_rows)
@@ -136,7 +137,7 @@ def render(data: dict, timeline: dict | None = None) -> str:
         out += ["<details><summary>Errors printed while the server stopped (not a crash)</summary>", ""]
         out += _fence(noise) + ["", "</details>", ""]
     notes = [f"{_code(i['path'])}: {_cell(coverage_detail(i))}" for i in data["inputs"]]
-    out += ["<sub>" + "; ".join(notes) + f" · {len(data['not_applicable'])} rule(s) not applicable · diagnose {data['tool']['version']}</sub>", ""]
+    out += ["<sub>" + "; ".join(notes) + f" · {len(data['not_applicable'])} rule(s) not applicable · diagnose {__version__}</sub>", ""]
     return "\n".join(out)
 
 

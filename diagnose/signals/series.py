@@ -100,10 +100,33 @@ def plot_series(ev) -> list[dict]:
             cols = [[(by[t].get(g) or {}).get(col) for t in gx] for g in ids]
             if not any(v is not None for c in cols for v in c):
                 continue
-            px, ys = _thin(gx, cols)
-            panels.append({"title": title, "unit": unit, "time": True, "x": px,
-                           "series": [{"label": f"GPU {g}", "y": y} for g, y in zip(ids, ys)]})
+            if len(ids) <= MAX_GPU_LINES:
+                px, ys = _thin(gx, cols)
+                panels.append({"title": title, "unit": unit, "time": True, "x": px,
+                               "series": [{"label": f"GPU {g}", "y": y} for g, y in zip(ids, ys)]})
+                continue
+            # Many GPUs drawn as lines are a tangle: their mean, and a band from the lowest to the
+            # highest GPU at each sample (a GPU apart from the others shows as a wide band).
+            mean, lo, hi = _across(cols)
+            px, ys = _thin(gx, [mean, lo, hi])
+            panels.append({"title": title, "unit": unit, "time": True, "x": px, "band": [2, 3],
+                           "series": [{"label": f"mean of {len(ids)} GPUs", "y": ys[0]},
+                                      {"label": "lowest GPU", "y": ys[1]}, {"label": "highest GPU", "y": ys[2]}]})
     return panels
+
+
+MAX_GPU_LINES = 3       # up to this many GPUs a line each; more: their mean and a min–max band
+
+
+def _across(cols: list[list]) -> tuple[list, list, list]:
+    """Mean, min and max over the GPUs at each sample, of the GPUs sampled then (none: unknown)."""
+    mean, lo, hi = [], [], []
+    for at in zip(*cols):
+        known = [v for v in at if isinstance(v, (int, float)) and math.isfinite(v)]
+        mean.append(round(sum(known) / len(known), 3) if known else None)
+        lo.append(min(known) if known else None)
+        hi.append(max(known) if known else None)
+    return mean, lo, hi
 
 
 def plot_marks(ev, sig, findings: list[dict]) -> dict:
