@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import urllib.parse
 import urllib.request
 from datetime import timezone
@@ -20,6 +21,7 @@ from prom_harness import PromServer, backfill, default_start, missing_tools
 MINUTES, STEP = 20, 15
 TTFT_LE = (0.1, 0.5, 1.0, 5.0, 10.0, 30.0)        # SGLang's and Dynamo's top TTFT bucket is short of a slow run
 E2E_LE = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0)
+ITER_LE = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)     # vLLM 0.6.4+
 
 
 def _labels(d: dict) -> str:
@@ -76,6 +78,7 @@ class Dump:
 
 SGLANG_MODEL = "Qwen/Qwen2.5-7B-Instruct"
 V0_MODEL = "meta-llama/Llama-2-13b-chat-hf"
+V1_MODEL = "Qwen/Qwen3-32B"
 DYNAMO_MODEL = "deepseek-ai/DeepSeek-R1-Distill-Llama-8B"
 
 
@@ -92,19 +95,44 @@ def _build(d: Dump) -> None:
     d.gauge("sglang:gen_throughput", lab, 2100)
     d.counter("sglang:generation_tokens", lab, 9.1e6, 2100)
     d.counter("sglang:prompt_tokens", lab, 3.3e7, 8000)
+    # 0.4.9+: prefix-cache hit tokens (a quarter of the prompt tokens), finished and aborted requests
+    d.counter("sglang:cached_tokens", lab, 8e6, 2000)
+    d.counter("sglang:num_requests", lab, 40000, 4)
+    d.counter("sglang:num_aborted_requests", lab, 3000, 0.4)
     # 77 % of first tokens took longer than the top bucket (30 s)
     d.histogram("sglang:time_to_first_token_seconds", lab, TTFT_LE, (0.01, 0.02, 0.05, 0.05, 0.05, 0.05, 0.77), 4, 214.0)
     # vLLM V0 (0.6): the throughput gauges beside the counters, and a hit rate of -1 (no data)
     lab = {"instance": "vllm-v0:8000", "job": "vllm", "namespace": "vllm_v0", "model_name": V0_MODEL}
     d.gauge("vllm:num_requests_running", lab, 20)
     d.gauge("vllm:num_requests_waiting", lab, 0)
-    d.gauge("vllm:num_requests_swapped", lab, 0)
+    d.gauge("vllm:num_requests_swapped", lab, 2)
     d.gauge("vllm:gpu_cache_usage_perc", lab, 0.3)
     d.gauge("vllm:gpu_prefix_cache_hit_rate", lab, -1)
     d.gauge("vllm:avg_generation_throughput_toks_per_s", lab, 512)
     d.gauge("vllm:avg_prompt_throughput_toks_per_s", lab, 1500)
     d.counter("vllm:generation_tokens", lab, 1e6, 512)
     d.counter("vllm:prompt_tokens", lab, 3e6, 1500)
+    # speculative decoding (V0's acceptance gauge, a fraction); finished requests by reason
+    d.gauge("vllm:spec_decode_draft_acceptance_rate", lab, 0.62)
+    for reason, per_s in (("stop", 2.7), ("length", 0.3)):
+        d.counter("vllm:request_success", {**lab, "finished_reason": reason}, 5000, per_s)
+    # vLLM V1 (0.10+): spec-decode token counters (30 % of drafts accepted), prefix-cache tokens
+    # (40 % hit), finished requests by reason (V1 exports every reason), tokens per engine step
+    lab = {"instance": "vllm-v1:8000", "job": "vllm", "namespace": "vllm_v1", "model_name": V1_MODEL, "engine": "0"}
+    d.gauge("vllm:num_requests_running", lab, 12)
+    d.gauge("vllm:num_requests_waiting", lab, 0)
+    d.gauge("vllm:kv_cache_usage_perc", lab, 0.45)
+    d.counter("vllm:generation_tokens", lab, 2e6, 1000)
+    d.counter("vllm:prompt_tokens", lab, 9e6, 9000)
+    d.counter("vllm:prefix_cache_queries", lab, 9e6, 9000)
+    d.counter("vllm:prefix_cache_hits", lab, 3.6e6, 3600)
+    d.counter("vllm:spec_decode_num_draft_tokens", lab, 1e6, 1000)
+    d.counter("vllm:spec_decode_num_accepted_tokens", lab, 3e5, 300)
+    d.counter("vllm:spec_decode_num_drafts", lab, 3.3e5, 333)
+    for reason, per_s in (("stop", 8.0), ("length", 1.5), ("abort", 0.5), ("error", 0.0)):
+        d.counter("vllm:request_success", {**lab, "finished_reason": reason}, 1000, per_s)
+    d.histogram("vllm:iteration_tokens_total", lab, ITER_LE, (0.3, 0.2, 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.05, 0.0, 0.0, 0.0, 0.0, 0.0),
+                25, 120.0)
     # Triton's TensorRT-LLM backend before v0.18: no `waiting`, no KV `fraction` (used / max)
     lab = {"instance": "triton-old:8002", "job": "triton", "namespace": "triton_old", "model": "tensorrt_llm", "version": "1"}
     for rt, x in (("active", 30), ("max", 64), ("scheduled", 30), ("context", 2)):
@@ -126,7 +154,7 @@ def _build(d: Dump) -> None:
     d.histogram("dynamo_frontend_request_duration_seconds", lab, E2E_LE, (0.1, 0.4, 0.3, 0.1, 0.05, 0.05, 0.0), 3, 9.0)
 
 
-NAMESPACES = ("sglang", "vllm_v0", "triton_old", "triton_new", "dynamo")
+NAMESPACES = ("sglang", "vllm_v0", "vllm_v1", "triton_old", "triton_new", "dynamo")
 
 
 class Data:
@@ -198,21 +226,43 @@ def _signals(a: dict) -> dict:
     for k in ("ttft_p50_window", "ttft_p99_window", "ttft_mean_window", "e2e_mean_window"):
         e = ks.get(k)
         out[k] = (round(e["value"], 2), bool(e.get("above_top_bucket")), bool(e.get("at_most"))) if e else None
+    out["swapped"] = round(ks["swapped"]["mean"], 1) if "swapped" in ks else None
+    # the expert families: shares and ratios over the window (counts depend on its length)
+    for k in ("finished_stop_pct_window", "finished_length_pct_window", "finished_abort_pct_window", "aborted_pct_window",
+              "spec_acceptance_window", "iteration_tokens_mean_window", "iteration_tokens_p50_window",
+              "prefix_cache_hit_window"):
+        out[k] = round(ks[k]["value"], 1) if k in ks else None
+    out["speculative"] = a["deployment"].get("speculative")
     return out
 
 
+EXPERT_NONE = {"finished_stop_pct_window": None, "finished_abort_pct_window": None, "aborted_pct_window": None,
+               "spec_acceptance_window": None, "iteration_tokens_mean_window": None, "swapped": None, "speculative": None}
 EXPECTED = {
     "sglang": {"engine": "sglang", "model": SGLANG_MODEL, "generation_throughput": 2100.0, "prompt_throughput": 8000.0,
-               "running": 40.0, "waiting": 5.0, "kv_cache_usage": 50.0, "prefix_cache_hit": None,
-               "ttft_p50_window": (30.0, True, False), "ttft_mean_window": (214.0, False, False)},
+               "running": 40.0, "waiting": 5.0, "kv_cache_usage": 50.0, "prefix_cache_hit": 25.0,
+               "prefix_cache_hit_window": 25.0, "ttft_p50_window": (30.0, True, False), "ttft_mean_window": (214.0, False, False),
+               **EXPERT_NONE, "aborted_pct_window": 10.0},
     "vllm_v0": {"engine": "vllm", "model": V0_MODEL, "generation_throughput": 512.0, "prompt_throughput": 1500.0,
-                "running": 20.0, "waiting": 0.0, "kv_cache_usage": 30.0, "prefix_cache_hit": None},
+                "running": 20.0, "waiting": 0.0, "kv_cache_usage": 30.0, "prefix_cache_hit": None,
+                **EXPERT_NONE, "swapped": 2.0, "spec_acceptance_window": 62.0, "speculative": True,
+                # finished by reason, no request aborted (V0 makes a reason's series at its first request)
+                "finished_stop_pct_window": 90.0, "finished_length_pct_window": 10.0, "finished_abort_pct_window": 0.0,
+                "aborted_pct_window": 0.0},
+    "vllm_v1": {"engine": "vllm", "model": V1_MODEL, "generation_throughput": 1000.0, "prompt_throughput": 9000.0,
+                "running": 12.0, "waiting": 0.0, "kv_cache_usage": 45.0, "prefix_cache_hit": 40.0,
+                "prefix_cache_hit_window": 40.0, **EXPERT_NONE, "spec_acceptance_window": 30.0, "speculative": True,
+                "finished_stop_pct_window": 80.0, "finished_length_pct_window": 15.0, "finished_abort_pct_window": 5.0,
+                "aborted_pct_window": 5.0, "iteration_tokens_mean_window": 120.0, "iteration_tokens_p50_window": 8.0},
     "triton_old": {"engine": "trtllm", "running": 30.0, "waiting": None, "kv_cache_usage": 50.0,
-                   "generation_throughput": None},
-    "triton_new": {"engine": "trtllm", "running": 64.0, "waiting": 12.0, "kv_cache_usage": 90.0},
+                   "generation_throughput": None, **EXPERT_NONE},
+    "triton_new": {"engine": "trtllm", "running": 64.0, "waiting": 12.0, "kv_cache_usage": 90.0, **EXPERT_NONE},
     "dynamo": {"model": DYNAMO_MODEL, "generation_throughput": 1900.0, "running": 32.0, "waiting": 0.0,
-               "ttft_p50_window": (0.1, False, True), "e2e_mean_window": (9.0, False, False)},
+               "ttft_p50_window": (0.1, False, True), "e2e_mean_window": (9.0, False, False), **EXPERT_NONE},
 }
+# Rules the expert families feed, found whichever way the series arrive
+FINDS = {"vllm_v1": {"spec-decode-low-acceptance"}}
+QUIET = {"vllm_v0": {"spec-decode-low-acceptance"}, "sglang": {"spec-decode-low-acceptance"}}
 
 
 def _close(got, want) -> bool:
@@ -227,9 +277,12 @@ def _close(got, want) -> bool:
 def test_every_path_gives_the_same_signals(data, ns):
     """A saved dump, a query_range export and a live Prometheus: the same engine, model, rates,
     gauges (absent where the engine exports none: not 0) and window latencies."""
-    live = _signals(_json("--prometheus", data.server.url, "--match", f'{{namespace="{ns}"}}', *_window(data.dump)))
-    dump = _signals(_json(_dump_file(data, ns)))
-    qr = _signals(_json(_query_range_file(data, ns)))
+    docs = {"live": _json("--prometheus", data.server.url, "--match", f'{{namespace="{ns}"}}', *_window(data.dump)),
+            "dump": _json(_dump_file(data, ns)), "query_range": _json(_query_range_file(data, ns))}
+    for how, a in docs.items():
+        ids = {f["id"] for f in a.get("findings", [])}
+        assert FINDS.get(ns, set()) <= ids and not QUIET.get(ns, set()) & ids, f"{ns} via {how}: {sorted(ids)}"
+    live, dump, qr = (_signals(docs[k]) for k in ("live", "dump", "query_range"))
     for k, want in EXPECTED[ns].items():
         for how, got in (("live", live), ("dump", dump), ("query_range", qr)):
             assert _close(got[k], want), f"{ns} {k} via {how}: {got[k]} (want {want})\nlive {live}\ndump {dump}\nquery_range {qr}"
@@ -253,7 +306,7 @@ def test_a_single_scrape_summarises_the_servers_lifetime(data, tmp_path):
     v0 = tmp_path / "v0.prom"
     v0.write_text(data.dump.last_scrape("vllm_v0"))
     out = run_cli(v0).stdout.decode()
-    assert "-100" not in out, out
+    assert "-100 %" not in out and "prefix-cache hit" not in out, out      # (the temporary path may hold "-100")
     a = _json(v0)
     assert "prefix_cache_hit" not in a["signals"], a["signals"]
 
@@ -364,3 +417,17 @@ def test_a_bare_endpoint_that_is_not_there_is_one_line(exporter):
     p = run_cli("--scrape", exporter.url.replace("/metrics", "/nothing"), "--for", "2s", "--interval", "1s")
     err = p.stderr.decode().strip().splitlines()
     assert p.returncode == 2 and "HTTP 404" in err[-1] and "Traceback" not in p.stderr.decode(), err
+
+
+@pytest.mark.parametrize("match, says", [('{job=}', 'unexpected "}"'), ('{namespace=~"("}', "missing closing )"),
+                                         ('{namespace="sglang"', "unexpected left brace '{'")])
+def test_a_match_prometheus_cannot_parse_is_one_readable_line(data, match, says):
+    """A bad --match: exit 2 and one line that names the --match and says Prometheus' problem in
+    words (not the answer's bytes repr, nor a position in a query the user never wrote)."""
+    p = run_cli("--prometheus", data.server.url, "--match", match, *_window(data.dump))
+    err = p.stderr.decode()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"diagnose: --match {match}: ") and says in lines[0], lines[0]
+    assert "b'" not in lines[0] and "\\'" not in lines[0] and not re.search(r"\b1:\d+:", lines[0]), lines[0]
+

@@ -50,6 +50,11 @@ RATIO_SCALE = {col: scale for col, scale in RATIOS.values()}
 HISTOGRAMS = {**merged("histograms"), **SHARED_HISTOGRAMS}
 STAGE_HISTOGRAMS = {**merged("stage_histograms"), **SHARED_STAGE_HISTOGRAMS}
 FACT_GAUGES = {**merged("fact_gauges"), **SHARED_FACT_GAUGES}
+# counters read over the whole window only: metric → (key, label that splits it or None); their
+# increase becomes `window_<key>` and `window_<key>:<label value>` (finished requests by reason)
+WINDOW_COUNTERS = merged("window_counters")
+# A column whose family exists only where speculative decoding is configured
+SPEC_COL = "spec_accept"
 ENGINE_OF = tuple((prefix, e.name) for e in ENGINES.values() for prefix in e.metric_prefixes)
 # Families no one engine writes (the tables above): a scrape of them is read too.
 SHARED_PREFIXES = ("forge_", "dynamo_frontend_")
@@ -148,6 +153,15 @@ def put_window(values: dict, prefix: str, kind: str, qs: dict) -> None:
             values[f"{prefix}_{kind}_{qn}_{bound}"] = [1.0]
 
 
+def put_count(values: dict, prefix: str, key: str, reason: str | None, n: float) -> None:
+    """A window counter's increase, added to its total (`window_finished`) and, split by a label,
+    to that label value's (`window_finished:length`)."""
+    values[f"{prefix}_{key}"] = [(values.get(f"{prefix}_{key}") or [0.0])[0] + n]
+    if reason:
+        k = f"{prefix}_{key}:{reason}"
+        values[k] = [(values.get(k) or [0.0])[0] + n]
+
+
 def _increase(points: list[float]) -> float:
     """A counter's growth over its samples in order; a drop is a restart (counting from zero)."""
     return math.fsum((b - a) if b >= a else b for a, b in zip(points, points[1:]))
@@ -189,6 +203,8 @@ def from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> N
             ev.set_fact("model", model, source, line, f"model label on {name}", override=False)
             mine.setdefault("model", model)
         _role(labels, inst, ev, source, line, name)
+        if SPEC_COL in ((GAUGES.get(name) or ("",))[0], (RATIO_PARTS.get(name) or ("",))[0]):
+            ev.set_fact("speculative", True, source, line, f"{name}: speculative-decoding metrics", override=False)
         if name.endswith("cache_config_info"):
             _cache_config(labels, source, line, ev)
             continue
@@ -199,7 +215,7 @@ def from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> N
         elif name in FACT_GAUGES:
             ev.set_fact(FACT_GAUGES[name], value if FACT_GAUGES[name] != "max_num_seqs" else int(value), source, line,
                         f"{name} = {value:g}")
-        elif name in COUNTERS or name in RATIO_PARTS:
+        elif name in COUNTERS or name in RATIO_PARTS or name in WINDOW_COUNTERS:
             counters.setdefault((name, tuple(sorted(labels.items()))), []).append((when, scrape, value, key))
         elif fam in HISTOGRAMS or fam in STAGE_HISTOGRAMS:
             if name.endswith("_bucket") and "le" in labels:
@@ -226,7 +242,7 @@ def from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> N
     for (name, _), pts in counters.items():
         pts.sort(key=lambda p: (p[1], p[0] or datetime.min))
         # A counter can be both a rate and one side of a ratio (trtllm_prompt_tokens_total).
-        for col, how in [r for r in (COUNTERS.get(name), RATIO_PARTS.get(name)) if r]:
+        for col, how in [r for r in (COUNTERS.get(name), RATIO_PARTS.get(name)) if r]:  # (not WINDOW_COUNTERS)
             for (t0, _, v0, _), (t1, _, v1, key1) in zip(pts, pts[1:]):
                 if v1 < v0:      # counter reset
                     continue
@@ -313,6 +329,15 @@ def _whole(ev: Evidence, buckets: dict, sums: dict, counters: dict, lifetime: bo
         for (name, inst), d in grow.items():
             if name == den and (num, inst) in grow and d > 0:
                 per_inst.setdefault(inst, {})[f"{prefix}_{col}"] = [grow[(num, inst)] / d * scale]
+    # finished requests (by reason where the engine labels them), aborted requests
+    for (name, labels), pts in counters.items():
+        if name not in WINDOW_COUNTERS:
+            continue
+        key, label = WINDOW_COUNTERS[name]
+        labels = dict(labels)
+        pts = sorted(pts, key=lambda p: (p[1], p[0] or datetime.min))
+        n = grown([p[2] for p in pts])
+        put_count(per_inst.setdefault(instance_of(labels), {}), prefix, key, labels.get(label) if label else None, n)
     for inst, vals in per_inst.items():
         ev.instance_values.setdefault(inst, {}).update(vals)
         if len(ev.instances) <= 1:
@@ -374,19 +399,41 @@ class PromError(Exception):
 
 
 _API_CODE = re.compile(r"HTTP Status Code (?P<code>\d{3})\b")
-# The body is inside a bytes repr: a quote in the message is `\\"` there, a backslash `\\\\`.
-_API_ERROR = re.compile(r'"errorType":"(?P<type>[^"]{0,100})","error":"(?P<error>(?:[^"\\]|\\\\"|\\.){0,600})"')
+# prometheus-api-client's message: `HTTP Status Code 400 (b'{"status":"error",…}')`, the body a bytes repr
+_API_BODY = re.compile(r"HTTP Status Code \d{3} \((?P<body>b(?P<q>['\"]).*(?P=q))\)\s*$", re.S)
+# Where in the expression Prometheus met the problem (`1:46: `): a place in the query diagnose
+# built, not in anything the user typed.
+_POSITION = re.compile(r'^(?:invalid parameter "query": )?\d+:\d+: ')
 
 
 def api_error_text(e: Exception) -> str:
-    """prometheus-api-client's exception as one readable line: `HTTP 400 bad_data: 1:12: parse
-    error: unexpected "=" …` rather than the response body's bytes repr."""
-    text = str(e).splitlines()[0] if str(e) else type(e).__name__
-    c, m = _API_CODE.search(text), _API_ERROR.search(text)
+    """prometheus-api-client's exception as one readable line: `HTTP 400 bad_data: parse error:
+    unexpected "=" …` rather than the response body's bytes repr."""
+    import ast
+    text = str(e) or type(e).__name__
+    c, m = _API_CODE.search(text), _API_BODY.search(text)
     if c and m:
-        error = m.group("error").replace('\\\\"', '"').replace("\\\\\\\\", "\\")
-        return f"HTTP {c.group('code')} {m.group('type')}: {error}"[:300]
-    return text[:160]
+        try:
+            body = ast.literal_eval(m.group("body")).decode("utf-8", "replace")
+        except (ValueError, SyntaxError, MemoryError):
+            body = ""
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and isinstance(doc.get("error"), str):
+            error = _POSITION.sub("", " ".join(doc["error"].split()))
+            kind = doc.get("errorType") if isinstance(doc.get("errorType"), str) else "error"
+            return printable_line(f"HTTP {c.group('code')} {kind}: {error}", 300)
+        # not Prometheus' JSON (a proxy's page): its first words
+        return printable_line(f"HTTP {c.group('code')}: {' '.join(body.split())}" if body.strip() else f"HTTP {c.group('code')}", 160)
+    return printable_line(text.splitlines()[0] if text.strip() else type(e).__name__, 160)
+
+
+def printable_line(text: str, most: int) -> str:
+    """One line of at most `most` characters, without control characters."""
+    text = "".join(ch if ch.isprintable() else " " for ch in text)
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 # `scheme://user:password@host…`: the userinfo runs to the LAST `@` before any `?` or `#` (a
@@ -632,6 +679,8 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
             if "401" in msg or "403" in msg:
                 raise PromError(f"{url}: access refused ({msg}); pass --prometheus-token-file or credentials") from None
             raise PromError(f"{url}: cannot list metric names ({msg})") from None
+        if inner:
+            _check_match(pc, match, inner, url, timeout)
         by = "instance"
         # Query resolution: Prometheus refuses more than 11,000 points per series, so a long window
         # gets a wider step (said in a note) instead of an error.
@@ -648,13 +697,14 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
         interval = _scrape_interval(pc, names, sel_for, end) or DEFAULT_SCRAPE_S
         win = f"{int(max(4 * interval, step_s + interval))}s"
         plan = []
-        # A counter's rate is the column; a gauge of the same column only where no counter is.
+        # A counter's rate is the column; a gauge of the same column (`gauge:` here) only for an
+        # instance that has no such counter (in a mixed fleet one replica may have either).
         counted = {col for m, (col, how) in COUNTERS.items() if how == "rate" and m in names} | \
             {col for (num, den), (col, _) in RATIOS.items() if num in names and den in names}
         for m, (col, scale, how) in GAUGES.items():
-            if m in names and col and col not in counted:
+            if m in names and col:
                 # `>= 0`: -1 is "no data yet" (vLLM V0's hit rate), not a measurement
-                plan.append((col, f"{how} by ({by}) ({sel_for(m)} >= 0) * {scale}", m))
+                plan.append((("gauge:" if col in counted else "") + col, f"{how} by ({by}) ({sel_for(m)} >= 0) * {scale}", m))
         for (m, lab), (col, scale, how) in LABELLED_GAUGES.items():
             if m in names:
                 sel = f"{m}{{{inner + ',' if inner else ''}{lab}}}"
@@ -738,6 +788,8 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
                 if model:
                     ev.set_fact("model", model, url, None, f"model label ({metric})", override=False)
                 _role(labels, inst, ev, url, None, metric)
+                if col.rpartition(":")[2] == SPEC_COL:
+                    ev.set_fact("speculative", True, url, None, f"{metric}: speculative-decoding metrics", override=False)
                 if col.startswith("info:"):
                     _cache_config(labels, url, 1, ev)
                     continue
@@ -786,7 +838,12 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
                         continue
                     row = rows.setdefault((inst, when), {"time": when, "source": url, "line": None, "engine_idx": 0})
                     row[col] = v
+        measured = {(inst, c) for (inst, _), row in rows.items() for c in counted if row.get(c) is not None}
         for (inst, when), row in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+            for c in counted:
+                x = row.pop("gauge:" + c, None)
+                if x is not None and (inst, c) not in measured:
+                    row[c] = x
             finish_row(row)
             fetched[inst].add_stats(row)
             fetched[inst].last_seen = when
@@ -855,12 +912,41 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
         for (num, den), (col, scale) in RATIOS.items():
             if num in names and den in names and fetched:
                 window_ratio(num, den, col, scale)
+        # Finished requests by reason, aborted requests: each counter's increase over the window.
+        for m, (key, label) in WINDOW_COUNTERS.items():
+            if m not in names or not fetched:
+                continue
+            split = f", {label}" if label else ""
+            for series in instant(f"sum by ({by}{split}) (increase({sel_for(m)}[{whole}]))"):
+                labels = series.get("metric", {})
+                inst, val = instance_of(labels) or "all", _finite((series.get("value") or [None, None])[1])
+                if inst in fetched and val is not None:
+                    put_count(fetched[inst].values, "window", key, labels.get(label) if label else None, val)
     except PromError:
         if partial and fetched:
             notes.append("partial data (--partial): the server failed part-way; the report uses what was fetched")
             return fetched, notes
         raise
     return fetched, notes
+
+
+def _check_match(pc, match: str, inner: str, url: str, timeout: float) -> None:
+    """A --match Prometheus cannot parse (`{job=}`, a bad regex), said as such, once, before any
+    query built around it: `--match '{job=}': parse error: unexpected "}" …` (the position
+    Prometheus gives is in the query diagnose wrote, so it is left out)."""
+    import requests
+    try:
+        pc.custom_query(f"count(up{{{inner}}})")
+    except (requests.exceptions.RequestException, AnswerTooBig, OutOfTime) as e:
+        raise _request_error(e, url, timeout) from None
+    except ValueError:
+        raise PromError(f"{url}: the answer is not Prometheus JSON (an HTML page or a proxy error?)") from None
+    except Exception as e:
+        msg = api_error_text(e)
+        if " bad_data: " in msg:
+            raise PromError(f"--match {printable_line(match, 120)}: not a label selector Prometheus accepts "
+                            f"({msg.split(' bad_data: ', 1)[1]})") from None
+        raise PromError(f"{url}: query failed ({msg})") from None
 
 
 MAX_POINTS = 10_000            # per range query; Prometheus' own limit is 11,000
