@@ -154,6 +154,7 @@ def analyze(
     scrape: Optional[str] = typer.Option(None, "--scrape", metavar="URL", help="sample a bare /metrics endpoint (an engine's own) every --interval for --for, and diagnose the rates"),
     scrape_for: str = typer.Option("60s", "--for", metavar="DURATION", help="with --scrape: how long to sample (e.g. 60s)"),
     save: Optional[str] = typer.Option(None, "--save", metavar="FILE", help="with --scrape: keep the samples in FILE (Prometheus text with times; diagnose reads it back)"),
+    utc: bool = typer.Option(False, "--utc", help="show the times of metric samples (Prometheus, scrapes) in UTC; default: the local zone, named in the report"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="print no report: only errors, and the exit code says the rest (with -o the file is still written)"),
     version: bool = typer.Option(False, "--version", "-V", is_eager=True, callback=_version,
                                  help="print the version and exit"),
@@ -165,6 +166,8 @@ def analyze(
     from .sources import InputError
 
     redact.ENABLED = not no_redact
+    from . import clock
+    clock.USE_UTC = utc
     _BASELINE_RUN.clear()           # one command, one baseline (the CLI may run in-process more than once)
     try:
         cfg = load_config(config)

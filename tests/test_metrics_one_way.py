@@ -431,3 +431,25 @@ def test_a_match_prometheus_cannot_parse_is_one_readable_line(data, match, says)
     assert lines[0].startswith(f"diagnose: --match {match}: ") and says in lines[0], lines[0]
     assert "b'" not in lines[0] and "\\'" not in lines[0] and not re.search(r"\b1:\d+:", lines[0]), lines[0]
 
+
+STEADY = re.compile(r"steady window (\d\d-\d\d \d\d:\d\d:\d\d)–(\d\d:\d\d:\d\d) (\S+) \(")
+
+
+@pytest.mark.parametrize("tz", ["Europe/Berlin", "America/New_York"])
+def test_times_of_metrics_are_shown_in_the_local_zone_or_utc_and_say_which(data, monkeypatch, tz):
+    """Sample times are Unix times: the report shows them in the machine's zone and names it
+    (CET, EST…); `--utc` shows the same instants in UTC, named so. The dump and a live
+    Prometheus alike."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+    monkeypatch.setenv("TZ", tz)
+    year = datetime.fromtimestamp(data.dump.t0, timezone.utc).year
+    for how in (["--prometheus", data.server.url, "--match", '{namespace="vllm_v1"}', *_window(data.dump)],
+                [_dump_file(data, "vllm_v1")]):
+        local, utc = (STEADY.search(run_cli(*how, *extra).stdout.decode()) for extra in ([], ["--utc"]))
+        assert local and utc, how
+        assert utc.group(3) == "UTC"
+        start_utc = datetime.strptime(f"{year}-{utc.group(1)}", "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc)
+        start_local = start_utc.astimezone(ZoneInfo(tz))
+        assert local.group(1) == start_local.strftime("%m-%d %H:%M:%S"), (local.group(0), utc.group(0))
+        assert local.group(3) == start_local.tzname() != "UTC", local.group(0)

@@ -603,6 +603,7 @@ def _expert(ev: Evidence, s: Signals) -> None:
 def _runtime(ev: Evidence, s: Signals) -> None:
     v = s.values
     v["stats_samples"] = len(ev.stats_rows)
+    v["sample_clock"] = ev.clock_zone          # "UTC": sample times from Unix times (metrics), shown by diagnose.clock
     # vLLM V0 preemption warnings, SGLang retractions, TRT-LLM paused requests: one count.
     logged_events = (ev.counters.get("preemptions_total", 0) + ev.counters.get("retracted_total", 0))
     v["preemptions_total"] = logged_events or None
@@ -706,8 +707,11 @@ def _runtime(ev: Evidence, s: Signals) -> None:
         t0, t1 = min(t), max(t)
         v["window_seconds"] = (t1 - t0).total_seconds()
         s.steady_range = (t0, t1)
-        zone = f" {ev.clock_zone}" if ev.clock_zone else ""      # a metric's time is UTC; a log's is its host's, unknown
-        s.window = f"steady window {t0:%m-%d %H:%M:%S}–{t1:%H:%M:%S}{zone} ({height} samples, idle and warm-up excluded)"
+        if ev.clock_zone == "UTC":      # a metric's time: shown in the local zone (or UTC, --utc), named
+            from ..clock import span
+            s.window = f"steady window {span(t0, t1)} ({height} samples, idle and warm-up excluded)"
+        else:                           # a log's time is its host's, zone unknown: as written
+            s.window = f"steady window {t0:%m-%d %H:%M:%S}–{t1:%H:%M:%S} ({height} samples, idle and warm-up excluded)"
     else:
         s.window = f"steady window: {height} busy samples (idle and warm-up excluded)"
 

@@ -11,6 +11,7 @@ import math
 import re
 from datetime import datetime, timedelta, timezone
 
+from ..clock import at as clock_at
 from ..evidence.model import Evidence, InputInfo, _finite
 from .engines import ENGINES, merged
 from .readers.files import InputError
@@ -807,7 +808,7 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
                             when = datetime.fromtimestamp(after, tz=timezone.utc)
                             ev.add_event("restart", url, None, f"{inst}: process_start_time_seconds {before:.0f} → {after:.0f}",
                                          when.replace(tzinfo=None))
-                            notes.append(f"{inst} restarted at {when:%Y-%m-%d %H:%M:%S} UTC (its process start "
+                            notes.append(f"{inst} restarted at {clock_at(when.replace(tzinfo=None))} (its process start "
                                          f"time changed): counters began again at zero, and warm-up follows")
                     continue
                 if col == "seen:":
