@@ -15,7 +15,7 @@ from datetime import timezone
 
 import pytest
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from prom_harness import PromServer, backfill, default_start, missing_tools
 
 MINUTES, STEP = 20, 15
@@ -453,3 +453,47 @@ def test_times_of_metrics_are_shown_in_the_local_zone_or_utc_and_say_which(data,
         start_local = start_utc.astimezone(ZoneInfo(tz))
         assert local.group(1) == start_local.strftime("%m-%d %H:%M:%S"), (local.group(0), utc.group(0))
         assert local.group(3) == start_local.tzname() != "UTC", local.group(0)
+
+
+def test_watch_on_a_bare_endpoint_samples_it_and_refreshes_the_diagnosis(exporter, tmp_path):
+    """`--scrape URL --watch 0.3s`: one scrape added before each pass, the diagnosis refreshed over
+    the samples so far (JSON Lines off a terminal): later passes hold more samples, the rate is
+    the endpoint's 1200 tokens/s, Ctrl-C gives the final report and exit 0; --save keeps them."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    saved = tmp_path / "watched.prom"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1")
+    p = subprocess.Popen([sys.executable, "-m", "diagnose", "--scrape", exporter.url, "--watch", "0.3s",
+                          "--save", str(saved), "--format", "json"], cwd=ROOT, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        lines = []
+        while time.monotonic() < deadline and len([x for x in lines if "verdict" in x or "analyses" in x]) < 3:
+            line = p.stdout.readline()
+            if not line:
+                break
+            lines.append(json.loads(line))
+        p.send_signal(signal.SIGINT)
+        rest, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    lines += [json.loads(x) for x in rest.decode().splitlines() if x.strip()]
+    assert p.returncode == 0 and b"Traceback" not in err, err.decode()[-2000:]
+    passes = [d["analyses"][0] if "analyses" in d else d for d in lines if "verdict" in d or "analyses" in d]
+    assert len(passes) >= 3 and lines[-1].get("final") is True, lines
+    counts = [(a["signals"].get("running") or {}).get("n", 0) for a in passes]
+    assert counts[-1] > counts[0] and counts == sorted(counts), counts
+    assert abs(passes[-1]["signals"]["generation_throughput"]["mean"] - 1200) <= 30, passes[-1]["signals"]
+    assert passes[-1]["deployment"]["engine"] == "vllm" and passes[-1]["deployment"]["model"] == "Qwen/Qwen3-8B"
+    again = _json(saved)         # the kept samples read back: the same figures as the last pass
+    assert abs(again["signals"]["generation_throughput"]["mean"] - 1200) <= 30
+
+
+def test_watch_on_a_bare_endpoint_that_is_not_there_is_one_line(exporter):
+    p = run_cli("--scrape", exporter.url.replace("/metrics", "/nothing"), "--watch", "1s")
+    err = p.stderr.decode().strip().splitlines()
+    assert p.returncode == 2 and "HTTP 404" in err[-1] and "Traceback" not in p.stderr.decode(), err
