@@ -79,6 +79,7 @@ class Dump:
 SGLANG_MODEL = "Qwen/Qwen2.5-7B-Instruct"
 V0_MODEL = "meta-llama/Llama-2-13b-chat-hf"
 V1_MODEL = "Qwen/Qwen3-32B"
+LLAMA_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 DYNAMO_MODEL = "deepseek-ai/DeepSeek-R1-Distill-Llama-8B"
 
 
@@ -154,6 +155,42 @@ def _build(d: Dump) -> None:
     d.histogram("dynamo_frontend_request_duration_seconds", lab, E2E_LE, (0.1, 0.4, 0.3, 0.1, 0.05, 0.05, 0.0), 3, 9.0)
 
 
+MIXED = {   # instance -> (engine, model, running, waiting, KV fraction, generated tokens/s)
+    "sglang-a:30000": ("sglang", LLAMA_MODEL, 30, 2, 0.6, 1500),
+    "vllm-b:8000": ("vllm", LLAMA_MODEL, 20, 0, 0.3, 800),
+    "vllm-c:8000": ("vllm", V1_MODEL, 25, 0, 0.4, 900),
+}
+
+
+def _build_live_only(d: Dump) -> None:
+    """Series only the live tests read: a fleet of SGLang and vLLM replicas in one namespace, and
+    two servers with requests waiting while none run — in a burst, and held."""
+    for inst, (eng, model, running, waiting, kv, gen) in MIXED.items():
+        lab = {"instance": inst, "job": eng, "namespace": "mixed", "model_name": model}
+        if eng == "sglang":
+            lab["engine_type"] = "unified"
+            d.gauge("sglang:num_running_reqs", lab, running)
+            d.gauge("sglang:num_queue_reqs", lab, waiting)
+            d.gauge("sglang:token_usage", lab, kv)
+            d.counter("sglang:generation_tokens", lab, 1e6, gen)
+        else:
+            d.gauge("vllm:num_requests_running", {**lab, "engine": "0"}, running)
+            d.gauge("vllm:num_requests_waiting", {**lab, "engine": "0"}, waiting)
+            d.gauge("vllm:kv_cache_usage_perc", {**lab, "engine": "0"}, kv)
+            d.counter("vllm:generation_tokens", {**lab, "engine": "0"}, 1e6, gen)
+    # Short requests: tokens flow, nothing is running at the scrape instants, and now and then a
+    # burst of 10 arrivals is caught waiting (one sample in seven) — or requests wait in most
+    # samples while none runs (a server that admits no work).
+    n = len(d.times)
+    for ns, waiting, gen in (("waiting_burst", [10 if i % 7 == 3 else 0 for i in range(n)], 300),
+                             ("waiting_held", [0 if i % 5 == 0 else 6 for i in range(n)], 0)):
+        lab = {"instance": f"{ns}:8000", "job": "vllm", "namespace": ns, "model_name": LLAMA_MODEL, "engine": "0"}
+        d.gauge("vllm:num_requests_running", lab, 0)
+        d.put("vllm:num_requests_waiting", "gauge", "vllm:num_requests_waiting", lab, waiting)
+        d.gauge("vllm:kv_cache_usage_perc", lab, 0.02)
+        d.counter("vllm:generation_tokens", lab, 1e6, gen)
+
+
 NAMESPACES = ("sglang", "vllm_v0", "vllm_v1", "triton_old", "triton_new", "dynamo")
 
 
@@ -170,6 +207,7 @@ def data(tmp_path_factory):
     t0 = int(default_start(MINUTES).timestamp()) // STEP * STEP
     dump = Dump(t0)
     _build(dump)
+    _build_live_only(dump)
     om = base / "all.om"
     om.write_text(dump.openmetrics())
     backfill(om, base / "tsdb")
@@ -497,3 +535,50 @@ def test_watch_on_a_bare_endpoint_that_is_not_there_is_one_line(exporter):
     p = run_cli("--scrape", exporter.url.replace("/metrics", "/nothing"), "--watch", "1s")
     err = p.stderr.decode().strip().splitlines()
     assert p.returncode == 2 and "HTTP 404" in err[-1] and "Traceback" not in p.stderr.decode(), err
+
+
+# -- live: a fleet of engines, and queues without work ---------------------------------------------
+def _live(data: Data, ns: str) -> dict:
+    p = run_cli("--prometheus", data.server.url, "--match", f'{{namespace="{ns}"}}', *_window(data.dump), "--format", "json")
+    assert p.returncode == 0 and b"Traceback" not in p.stderr, p.stderr.decode(errors="replace")[-2000:]
+    return json.loads(p.stdout)
+
+
+def test_a_mixed_fleet_gives_each_replica_its_own_engine_model_and_figures(data):
+    """SGLang and vLLM replicas in one Prometheus, under one --match: each instance is diagnosed
+    with its own engine (from its own series), its own model and its own rates and gauges —
+    never the first engine's, never another replica's figures."""
+    doc = _live(data, "mixed")
+    per = {}
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("instance") in MIXED and "signals" in node:
+                per[node["instance"]] = node
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    walk(doc)
+    assert set(per) == set(MIXED), sorted(per)
+    for inst, (eng, model, running, waiting, kv, gen) in MIXED.items():
+        a = per[inst]
+        got = (a["deployment"].get("engine"), a["deployment"].get("model"), a["signals"]["running"]["mean"],
+               a["signals"]["waiting"]["mean"], a["signals"]["kv_cache_usage"]["mean"],
+               round(a["signals"]["generation_throughput"]["mean"]))
+        assert got == (eng, model, running, waiting, kv * 100, gen), (inst, got)
+
+
+@pytest.mark.parametrize("ns, saturated", [("waiting_burst", False), ("waiting_held", True)])
+def test_waiting_with_nothing_running_is_queue_saturated_only_when_it_lasts(data, ns, saturated):
+    """Nothing running at the scrape instants and requests waiting: a burst caught now and then
+    (one sample in seven) is not a saturated queue; waiting in most samples while none runs is
+    (the server admits no work) — whichever way the series arrive."""
+    for how, a in (("live", _live(data, ns)), ("dump", _json(_dump_file(data, ns))),
+                   ("query_range", _json(_query_range_file(data, ns)))):
+        a = a["analyses"][0] if "analyses" in a else a
+        verdict = a["verdict"]
+        assert (verdict["bottleneck"] == "queue-saturated") is saturated, (ns, how, verdict)
+        if saturated:
+            assert any("none ran" in s for s in verdict["signals"]), (how, verdict)
