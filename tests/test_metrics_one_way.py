@@ -582,3 +582,12 @@ def test_waiting_with_nothing_running_is_queue_saturated_only_when_it_lasts(data
         assert (verdict["bottleneck"] == "queue-saturated") is saturated, (ns, how, verdict)
         if saturated:
             assert any("none ran" in s for s in verdict["signals"]), (how, verdict)
+
+
+def test_expert_figures_are_drawn_only_where_the_input_has_them(data):
+    """The HTML plots draw the draft acceptance and the swapped requests where the input exports
+    them (vLLM V0), and have no such panel or line where it does not (SGLang): unknown, not 0."""
+    v0 = run_cli("--format", "html", _dump_file(data, "vllm_v0")).stdout.decode()
+    sg = run_cli("--format", "html", _dump_file(data, "sglang")).stdout.decode()
+    assert "Speculative decoding" in v0 and '"swapped"' in v0, v0[:2000]
+    assert "Speculative decoding" not in sg and '"swapped"' not in sg

@@ -11,14 +11,16 @@ import math
 from datetime import timezone
 
 MAX_POINTS = 1500
-SUMMED = ("running", "waiting", "prompt_tps", "gen_tps", "preemptions")
-MAXED = ("kv_usage", "ttft_p50", "itl_p50")
+SUMMED = ("running", "waiting", "swapped", "prompt_tps", "gen_tps", "preemptions")
+MAXED = ("kv_usage", "ttft_p50", "itl_p50", "spec_accept")
 # (panel title, unit, [(column, label)])
-ENGINE_PANELS = [("Requests", "", [("running", "running"), ("waiting", "waiting")]),
+ENGINE_PANELS = [("Requests", "", [("running", "running"), ("waiting", "waiting"), ("swapped", "swapped")]),
                  ("KV cache usage", "%", [("kv_usage", "KV usage")]),
                  ("Throughput", "tokens/s", [("prompt_tps", "prompt"), ("gen_tps", "generation")]),
                  ("Preemptions", "per interval", [("preemptions", "preemptions")]),
-                 ("Latency", "s", [("ttft_p50", "TTFT p50"), ("itl_p50", "ITL p50")])]
+                 ("Latency", "s", [("ttft_p50", "TTFT p50"), ("itl_p50", "ITL p50")]),
+                 # (a panel, or a line, only where the input has the family: never drawn as 0)
+                 ("Speculative decoding", "% of drafted tokens accepted", [("spec_accept", "draft acceptance")])]
 GPU_PANELS = [("GPU SM utilisation", "%", "util"), ("GPU memory controller", "%", "mem_util"), ("GPU power", "W", "power_w")]
 
 
