@@ -149,7 +149,7 @@ def analyze(
     deadline: Optional[float] = typer.Option(None, "--deadline", metavar="SECONDS", help="the most all of a pass's Prometheus queries may take together (default: 4 × --timeout)"),
     partial: bool = typer.Option(False, "--partial", help="report what was fetched when Prometheus fails part-way"),
     follow: bool = typer.Option(False, "--follow", help="keep reading the files as they grow (tail -F) and show the diagnosis again every --interval; Ctrl-C for the final report"),
-    watch: Optional[str] = typer.Option(None, "--watch", metavar="DURATION", help="with --prometheus: query again every DURATION (e.g. 30s) over the last --since; Ctrl-C for the final report"),
+    watch: Optional[str] = typer.Option(None, "--watch", metavar="DURATION", help="with --prometheus: query again every DURATION (e.g. 30s) over the last --since; with --scrape: one scrape every DURATION, the diagnosis over the last --since; Ctrl-C for the final report"),
     interval: str = typer.Option("5s", "--interval", metavar="DURATION", help="with --follow: how often to look again (e.g. 5s); with --scrape: how often to sample"),
     scrape: Optional[str] = typer.Option(None, "--scrape", metavar="URL", help="sample a bare /metrics endpoint (an engine's own) every --interval for --for, and diagnose the rates"),
     scrape_for: str = typer.Option("60s", "--for", metavar="DURATION", help="with --scrape: how long to sample (e.g. 60s)"),
