@@ -15,6 +15,7 @@ from datetime import timedelta
 from ..values import model_id
 from ..evidence.facts import SIGNAL_FACTS
 from ..evidence.model import Evidence, FACT_NAMES, EXTRA_FACTS
+from .expert import expert
 
 # Bytes per parameter by quantization / dtype, for weight-size estimates from a parameter count.
 BYTES_PER_PARAM = {"fp8": 1.0, "int8": 1.0, "awq": 0.55, "gptq": 0.55, "awq_marlin": 0.55,
@@ -555,51 +556,6 @@ def _lifetime(ev: Evidence, s: Signals) -> None:
             s.key_stats[f"{name}_lifetime"] = {"value": round(vals[col], 1), "over": "since the server started (one scrape)"}
 
 
-FINISH_REASONS = ("stop", "length", "abort")
-
-
-def _expert(ev: Evidence, s: Signals) -> None:
-    """The expert Prometheus families, over the whole window (or, from one scrape, the server's
-    life): how requests finished, aborts, draft acceptance, tokens per engine step, swapped
-    requests. Each stays unknown (None, no key_stats entry) where the input lacks its family."""
-    v = s.values
-    over = next((o for o in ("window", "lifetime") if any(k.startswith(o + "_") for k in ev.values)), None)
-    said = {"window": "the whole window (counter increase)", "lifetime": "since the server started (one scrape)"}.get(over)
-
-    def val(key):
-        x = ev.values.get(f"{over}_{key}") if over else None
-        return x[0] if x else None
-
-    def put(name, value, digits=1):
-        v[name] = None if value is None else round(value, digits)
-        if value is not None:
-            s.key_stats[f"{name}_{over}"] = {"value": round(value, digits), "over": said}
-
-    finished = val("finished")
-    put("requests_finished", finished, 0)
-    split = finished is not None and any(k.startswith(f"{over}_finished:") for k in ev.values)
-    for r in FINISH_REASONS:         # a reason the engine labels no request with: none finished so
-        put(f"finished_{r}_pct", (val(f"finished:{r}") or 0.0) / finished * 100 if split and finished > 0 else None)
-    aborted = val("aborted")
-    if aborted is None and split:
-        aborted = val("finished:abort") or 0.0
-    put("requests_aborted", aborted, 0)
-    put("aborted_pct", aborted / finished * 100 if aborted is not None and finished else None)
-    acc = [x for r in ev.stats_rows if (x := r.get("spec_accept")) is not None]
-    whole = val("spec_accept")
-    spec = whole if whole is not None else (statistics.fmean(acc) if acc else None)
-    if v.get("spec_acceptance_mean") is None:       # the log's SpecDecoding lines come first
-        v["spec_acceptance_mean"] = None if spec is None else round(spec, 1)
-    if spec is not None:
-        s.key_stats[f"spec_acceptance_{over or 'window'}"] = {
-            "value": round(spec, 1), "over": said if whole is not None else "the mean of the samples (gauge)"}
-    for qn in ("mean", "p50", "p95", "p99"):
-        put(f"iteration_tokens_{qn}", val(f"iteration_tokens_{qn}"))
-    sw = [x for r in ev.stats_rows if (x := r.get("swapped")) is not None]
-    v["swapped_mean"] = round(statistics.fmean(sw), 2) if sw else None
-    v["swapped_max"] = max(sw) if sw else None
-
-
 def _runtime(ev: Evidence, s: Signals) -> None:
     v = s.values
     v["stats_samples"] = len(ev.stats_rows)
@@ -617,7 +573,7 @@ def _runtime(ev: Evidence, s: Signals) -> None:
     if w:
         v["requests_in_window"] = round(w[0])
     _lifetime(ev, s)
-    _expert(ev, s)
+    expert(ev, s)
     if not ev.stats_rows:
         v["steady_samples"] = 0
         return
