@@ -591,3 +591,16 @@ def test_expert_figures_are_drawn_only_where_the_input_has_them(data):
     sg = run_cli("--format", "html", _dump_file(data, "sglang")).stdout.decode()
     assert "Speculative decoding" in v0 and '"swapped"' in v0, v0[:2000]
     assert "Speculative decoding" not in sg and '"swapped"' not in sg
+
+
+def test_plots_of_metrics_are_drawn_in_the_zone_the_text_names(data, monkeypatch):
+    """The HTML plots' time axis of a metrics input follows the text: the machine's zone (Berlin,
+    an hour ahead of UTC in winter, two in summer), or UTC with --utc."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    f = _dump_file(data, "vllm_v1")
+    first = [float(re.search(r'"x":\s*\[([\d.]+)', run_cli("-f", "html", f, *extra).stdout.decode()).group(1))
+             for extra in ([], ["--utc"])]
+    offset = datetime.fromtimestamp(first[1], ZoneInfo("Europe/Berlin")).utcoffset().total_seconds()
+    assert first[0] - first[1] == offset and offset in (3600, 7200), first

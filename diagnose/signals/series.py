@@ -24,8 +24,12 @@ ENGINE_PANELS = [("Requests", "", [("running", "running"), ("waiting", "waiting"
 GPU_PANELS = [("GPU SM utilisation", "%", "util"), ("GPU memory controller", "%", "mem_util"), ("GPU power", "W", "power_w")]
 
 
-def _epoch(t) -> float:
-    # Log times carry no zone: shown as written (the report displays UTC wall-clock).
+def _epoch(t, metric: bool = False) -> float:
+    # Log times carry no zone: shown as written (the report displays UTC wall-clock). A metric's
+    # (Unix) time is drawn as the text shows it: in the local zone, or UTC under --utc (clock.py).
+    if metric and t.tzinfo is None:
+        from ..clock import shown
+        t = shown(t)[0]
     return (t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t).timestamp()
 
 
@@ -74,9 +78,10 @@ def plot_series(ev) -> list[dict]:
     panels = []
     rows = ev.stats_rows
     timed = bool(rows) and all(r.get("time") is not None for r in rows)
+    metric = getattr(ev, "clock_zone", None) == "UTC"
     ticks: dict = {}
     for i, r in enumerate(rows):
-        agg = ticks.setdefault(_epoch(r["time"]) if timed else i, {})
+        agg = ticks.setdefault(_epoch(r["time"], metric) if timed else i, {})
         for k in SUMMED:
             if r.get(k) is not None:
                 agg[k] = agg.get(k, 0.0) + r[k]
@@ -120,13 +125,14 @@ def plot_marks(ev, sig, findings: list[dict]) -> dict:
         if r.get("time") is not None:
             when[(r.get("source"), r.get("line"))] = r["time"]
     marks, seen = [], set()
+    metric = getattr(ev, "clock_zone", None) == "UTC"
     for f in findings:
         for e in f.get("evidence", []):
             t = when.get((e.get("source"), e.get("line")))
             if t is not None and (f["id"], t) not in seen:
                 seen.add((f["id"], t))
-                marks.append({"t": _epoch(t), "label": f["id"]})
+                marks.append({"t": _epoch(t, metric), "label": f["id"]})
     band = None
     if getattr(sig, "steady_range", None) and all(x is not None for x in sig.steady_range):
-        band = [_epoch(sig.steady_range[0]), _epoch(sig.steady_range[1])]
+        band = [_epoch(sig.steady_range[0], metric), _epoch(sig.steady_range[1], metric)]
     return {"band": band, "marks": marks[:50]}
