@@ -97,8 +97,6 @@ class Sampler:
         session = BoundedSession(self.timeout, self.timeout)
         try:
             r = session.request("GET", self.url, headers={"Accept": "text/plain;version=0.0.4"})
-        except PromError:
-            raise
         except Exception as e:           # requests' own errors, AnswerTooBig, OutOfTime
             raise _request_error(e, self.url, self.timeout) from None
         if r.status_code != 200:
