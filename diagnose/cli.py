@@ -153,11 +153,12 @@ def analyze(
     deadline: Optional[float] = typer.Option(None, "--deadline", metavar="SECONDS", help="the most all of a pass's Prometheus queries may take together (default: 4 × --timeout)"),
     partial: bool = typer.Option(False, "--partial", help="report what was fetched when Prometheus fails part-way"),
     follow: bool = typer.Option(False, "--follow", help="keep reading the files as they grow (tail -F) and show the diagnosis again every --interval; Ctrl-C for the final report"),
-    watch: Optional[str] = typer.Option(None, "--watch", metavar="DURATION", help="with --prometheus: query again every DURATION (e.g. 30s) over the last --since; Ctrl-C for the final report"),
+    watch: Optional[str] = typer.Option(None, "--watch", metavar="DURATION", help="with --prometheus: query again every DURATION (e.g. 30s) over the last --since; with --scrape: one scrape every DURATION, the diagnosis over the last --since; Ctrl-C for the final report"),
     interval: str = typer.Option("5s", "--interval", metavar="DURATION", help="with --follow: how often to look again (e.g. 5s); with --scrape: how often to sample"),
     scrape: Optional[str] = typer.Option(None, "--scrape", metavar="URL", help="sample a bare /metrics endpoint (an engine's own) every --interval for --for, and diagnose the rates"),
     scrape_for: str = typer.Option("60s", "--for", metavar="DURATION", help="with --scrape: how long to sample (e.g. 60s)"),
     save: Optional[str] = typer.Option(None, "--save", metavar="FILE", help="with --scrape: keep the samples in FILE (Prometheus text with times; diagnose reads it back)"),
+    utc: bool = typer.Option(False, "--utc", help="show the times of metric samples (Prometheus, scrapes) in UTC; default: the local zone, named in the report"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="print no report: only errors, and the exit code says the rest (with -o the file is still written)"),
     version: bool = typer.Option(False, "--version", "-V", is_eager=True, callback=_version,
                                  help="print the version and exit"),
@@ -169,6 +170,8 @@ def analyze(
     from .sources import InputError
 
     redact.ENABLED = not no_redact
+    from . import clock
+    clock.USE_UTC = utc
     _BASELINE_RUN.clear()           # one command, one baseline (the CLI may run in-process more than once)
     try:
         cfg = load_config(config)
@@ -188,10 +191,15 @@ def analyze(
         from .sources.scrape import is_metrics_url
         if is_metrics_url(prometheus):         # an exporter's page, not a Prometheus server: sample it
             scrape, prometheus = prometheus, None
+    sampler = None
     if scrape:
-        if watch or follow:
-            _die("--scrape samples once for --for: not with --watch/--follow (run it again, or point Prometheus at it)")
-        files = list(files) + [_scrape(scrape, scrape_for, interval, save, timeout)]
+        if follow:
+            _die("--scrape samples an endpoint: not with --follow (--watch DURATION samples it and refreshes the diagnosis)")
+        if watch:
+            sampler = _scrape_watch(scrape, watch, since, save, timeout)
+            files = list(files) + [sampler.path]
+        else:
+            files = list(files) + [_scrape(scrape, scrape_for, interval, save, timeout)]
     if not files and not prometheus:
         _die("no input given (pass log files, a directory, a glob, - for stdin, or --prometheus URL)")
     tgt = dict(cfg.targets)
@@ -209,7 +217,7 @@ def analyze(
     if quiet and (follow or watch):
         _die("--quiet shows nothing: not with --follow/--watch")
     if follow or watch:
-        every, window = _live_options(files, prom, follow, watch, interval, since, format, output)
+        every, window = _live_options(files, prom or sampler, follow, watch, interval, since, format, output)
         # From here a signal asks for the final report (live.Stop): the first pass below is the
         # loop's first, and a signal during it lets it finish.
         import time
@@ -255,7 +263,7 @@ def analyze(
         _die("--fail-on-regression needs --baseline or --baseline-window")
     if follow or watch:
         first = (analyses, stamp0, time.process_time() - cpu0, time.monotonic() - wall0)
-        return _live(files, prom, kw, every, window, format, fail_on, verbose, stop, first)
+        return _live(files, prom, kw, every, window, format, fail_on, verbose, stop, first, sampler)
     parts = [(a.to_json(), a.signals.timeline) for a in analyses]
     comparison = None
     if before is not None:
@@ -350,7 +358,7 @@ def _live_options(files, prom, follow, watch, interval, since, format, output) -
     if follow and watch:
         _die("--follow is for files, --watch for --prometheus: give one")
     if watch and not prom:
-        _die("--watch needs --prometheus URL (files are followed with --follow)")
+        _die("--watch needs --prometheus URL or --scrape URL (files are followed with --follow)")
     if follow and not files:
         _die("--follow needs files to follow")
     if follow and "-" in files:
@@ -369,15 +377,53 @@ def _live_options(files, prom, follow, watch, interval, since, format, output) -
     return every, window
 
 
-def _live(files, prom, kw, every, window, format, fail_on, verbose, stop=None, first=None) -> None:
+def _live(files, prom, kw, every, window, format, fail_on, verbose, stop=None, first=None, sampler=None) -> None:
     from .live import run
     as_json = format is Format.json or (format is Format.terminal and not sys.stdout.isatty())
     limit = None if fail_on is FailOn.none else SEVERITIES.index(fail_on.value)
-    code = run(files, prom, kw, every, as_json, window, limit, verbose, stop=stop, first=first)
+    code = run(files, prom, kw, every, as_json, window, limit, verbose, stop=stop, first=first,
+               sample=sampler.take if sampler else None)
     if code:
         _stop_waiting_for_threads(code)
         raise typer.Exit(code)
     _stop_waiting_for_threads(0)
+
+
+def _scrape_watch(url: str, watch: str, since: str, save: str | None, timeout: float):
+    """--scrape URL --watch DURATION: the sampler (sources/scrape.Sampler), its first two scrapes
+    taken DURATION apart (rates need two), keeping the last --since of them in --save or a
+    temporary file."""
+    import os
+    import tempfile
+    import time
+    from .sources.prometheus import PromError, display_url, parse_since
+    from .sources.scrape import Sampler
+    try:
+        every, keep = parse_since(watch).total_seconds(), parse_since(since).total_seconds()
+    except ValueError as e:
+        _die(f"--watch/--since: {e}")
+    if not 0 < every <= keep:
+        _die(f"--scrape: --watch ({watch}) must be more than 0 and at most --since ({since})")
+    if not url.lower().startswith(("http://", "https://")):
+        _die(f"--scrape: URL needs http:// or https:// (got {display_url(url)!r})")
+    if save:
+        path = save
+    else:
+        fd, path = tempfile.mkstemp(prefix="diagnose-scrape-", suffix=".prom")
+        os.close(fd)
+        import atexit
+        atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    sampler = Sampler(url, path, keep, timeout=min(timeout, 30.0))
+    print(f"sampling {display_url(url)} every {watch} (the diagnosis over the last {since})…", file=sys.stderr)
+    try:
+        sampler.take()
+        time.sleep(every)
+        sampler.take()
+    except PromError as e:
+        _die(str(e))
+    except OSError as e:
+        _die(f"--save {save}: cannot write ({e.strerror})")
+    return sampler
 
 
 def _scrape(url: str, duration: str, interval: str, save: str | None, timeout: float) -> str:

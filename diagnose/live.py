@@ -159,10 +159,12 @@ def pace(interval_s: float, pass_cpu_s: float, pass_wall_s: float) -> float:
 
 
 def run(files: list[str], prom: dict | None, kw: dict, interval_s: float, as_json: bool, since,
-        fail_limit: int | None, verbose: bool, stop: Stop | None = None, first: tuple | None = None) -> int:
+        fail_limit: int | None, verbose: bool, stop: Stop | None = None, first: tuple | None = None,
+        sample=None) -> int:
     """Loop until SIGINT/SIGTERM; returns the exit code of the final report (130 / 143 when
     stopped before any pass finished). `stop`: the handler, installed before the command's own first
-    pass; `first`: that pass, as (analyses, file stamps taken before it, its CPU s, its wall s)."""
+    pass; `first`: that pass, as (analyses, file stamps taken before it, its CPU s, its wall s);
+    `sample`: with --scrape --watch, adds one scrape of the endpoint to the files before each pass."""
     from .pipeline import analyze_all, combined_json
     from .sources import InputError
     from .sources.prometheus import PromError
@@ -186,6 +188,15 @@ def run(files: list[str], prom: dict | None, kw: dict, interval_s: float, as_jso
             else:
                 if stop.requested:
                     break
+                if sample is not None:
+                    try:
+                        sample()
+                    except (PromError, OSError) as e:     # the endpoint restarting: said once, tried again
+                        if str(e) != note:
+                            note = str(e)
+                            _say(console, as_json, {"note": note, "time": _now()})
+                        stop.wait(interval_s)
+                        continue
                 now = _stamp(files) if files else None
                 if prom is None and now == stamp and analyses is not None:
                     stop.wait(interval_s)
@@ -228,7 +239,7 @@ def run(files: list[str], prom: dict | None, kw: dict, interval_s: float, as_jso
                 console.clear()
                 every = f"every {interval_s:g}s" if wait <= interval_s else \
                     f"every {wait:.0f}s (slowed from {interval_s:g}s to stay under {CPU_SHARE:.0%} of a core)"
-                console.print(f"[dim]diagnose --{'watch' if prom else 'follow'} · {_now()} · {every} · "
+                console.print(f"[dim]diagnose --{'watch' if prom or sample else 'follow'} · {_now()} · {every} · "
                               f"Ctrl-C for the final report[/dim]")
                 if not first_view and (changes["new"] or changes["cleared"]):
                     console.print(f"[bold]changes:[/bold] new {', '.join(changes['new']) or 'none'} · "

@@ -34,7 +34,7 @@ STATS_COLUMNS = {
     "time": "t", "source": "s", "line": "i", "engine_idx": "i",
     "prompt_tps": "f", "gen_tps": "f", "running": "f", "waiting": "f", "swapped": "f", "kv_usage": "f",
     "prefix_hit": "f", "kv_spread": "f", "preemptions": "f", "kv_tokens_used": "f", "prompt_len": "f", "graph": "b",
-    "ctx_tokens": "f", "paused": "f", "kind": "s",
+    "ctx_tokens": "f", "paused": "f", "kind": "s", "spec_accept": "f",
     "ttft_p50": "f", "ttft_p95": "f", "ttft_p99": "f", "itl_p50": "f", "itl_p95": "f", "itl_p99": "f",
 }
 

@@ -69,6 +69,20 @@ def window_rows(signals: dict | None) -> list[tuple[str, str]]:
         e = sig.get(f"prefix_cache_hit_{over}")
         if e:
             rows.append(("prefix-cache hit rate" + said, f"{fmt(e['value'])} % of prompt tokens"))
+        # the expert families (sources/prometheus.py WINDOW_COUNTERS, spec decode, iteration tokens)
+        parts = [f"{r} {fmt(sig[k]['value'])} %" for r in ("stop", "length", "abort") if (k := f"finished_{r}_pct_{over}") in sig]
+        if parts:
+            rows.append(("requests finished by" + said, " · ".join(parts)))
+        if f"requests_aborted_{over}" in sig:
+            share = sig.get(f"aborted_pct_{over}")
+            rows.append(("requests aborted" + said, fmt(sig[f"requests_aborted_{over}"]["value"])
+                         + (f" ({fmt(share['value'])} % of those finished)" if share else "")))
+        e = sig.get(f"spec_acceptance_{over}")
+        if e:
+            rows.append(("draft acceptance" + said, f"{fmt(e['value'])} % of drafted tokens"))
+        parts = [f"{qn} {fmt(sig[k]['value'])}" for qn in ("mean", "p50", "p95", "p99") if (k := f"iteration_tokens_{qn}_{over}") in sig]
+        if parts:
+            rows.append(("tokens per engine step" + said, " · ".join(parts)))
     return rows
 
 

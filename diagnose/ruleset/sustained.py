@@ -86,6 +86,10 @@ def evaluate_sustained(spec: dict, names: dict, samples: dict | None) -> dict:
     if run:
         if times[a] is not None and times[b - 1] is not None:
             out["sustained_from"], out["sustained_to"] = f"{times[a]:%H:%M:%S}", f"{times[b - 1]:%H:%M:%S}"
+            if names.get("sample_clock") == "UTC":      # metric times: in the zone the report shows, named
+                from ..clock import shown
+                (t0, _), (t1, zone) = shown(times[a]), shown(times[b - 1])
+                out["sustained_from"], out["sustained_to"] = f"{t0:%H:%M:%S}", f"{t1:%H:%M:%S} {zone}"
         col = samples.get(spec.get("peak") or "")
         if col is not None:
             out["sustained_peak"] = max((x for x in col[a:b] if x is not None), default=None)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from ..evidence.model import Evidence
+from .expert import expert
 from .producers import produces
 from .stats import known, longest_run, quantile, share, summary, version_at_least
 
@@ -19,7 +20,7 @@ MIN_STEADY = 3   # fewer busy samples than this say nothing about a steady state
 # DP engines' rows merged into one per stats tick: loads add up, percentages and latencies average.
 _DP_SUM = ("prompt_tps", "gen_tps", "running", "waiting", "preemptions", "swapped", "kv_tokens_used",
            "ctx_tokens", "paused")
-_DP_MEAN = ("prefix_hit", "prompt_len", "ttft_p50", "ttft_p95", "ttft_p99", "itl_p50", "itl_p95",
+_DP_MEAN = ("prefix_hit", "spec_accept", "prompt_len", "ttft_p50", "ttft_p95", "ttft_p99", "itl_p50", "itl_p95",
             "itl_p99")
 _SECOND = timedelta(seconds=1)
 LEVEL_COLUMNS = ("running", "waiting", "kv_usage", "gen_tps", "prompt_tps", "prefix_hit")
@@ -47,6 +48,7 @@ class Window:
 def runtime(ev: Evidence, s) -> None:
     counts(ev, s)
     lifetime(ev, s)
+    expert(ev, s)
     rows = busy(ev, s)
     if rows is None:
         return
@@ -73,11 +75,12 @@ def runtime(ev: Evidence, s) -> None:
 
 
 @produces("stats_samples", "preemptions_total", "paused_samples", "paused_peak", "requests_in_window",
-          flags=("single_scrape",))
+          flags=("single_scrape",), texts=("sample_clock",))
 def counts(ev: Evidence, s) -> None:
     """What the input counted, whatever its samples say."""
     v = s.values
     v["stats_samples"] = len(ev.stats_rows)
+    v["sample_clock"] = ev.clock_zone          # "UTC": sample times from Unix times (metrics), shown by diagnose.clock
     # vLLM V0 preemption warnings, SGLang retractions, TRT-LLM paused requests: one count.
     logged_events = (ev.counters.get("preemptions_total", 0) + ev.counters.get("retracted_total", 0))
     v["preemptions_total"] = logged_events or None
@@ -231,8 +234,11 @@ def steady(ev: Evidence, s, rows: Rows) -> Window | None:
         t0, t1 = min(t), max(t)
         v["window_seconds"] = (t1 - t0).total_seconds()
         s.steady_range = (t0, t1)
-        zone = f" {ev.clock_zone}" if ev.clock_zone else ""      # a metric's time is UTC; a log's is its host's, unknown
-        s.window = f"steady window {t0:%m-%d %H:%M:%S}–{t1:%H:%M:%S}{zone} ({height} samples, idle and warm-up excluded)"
+        if ev.clock_zone == "UTC":      # a metric's time: shown in the local zone (or UTC, --utc), named
+            from ..clock import span
+            s.window = f"steady window {span(t0, t1)} ({height} samples, idle and warm-up excluded)"
+        else:                           # a log's time is its host's, zone unknown: as written
+            s.window = f"steady window {t0:%m-%d %H:%M:%S}–{t1:%H:%M:%S} ({height} samples, idle and warm-up excluded)"
     else:
         s.window = f"steady window: {height} busy samples (idle and warm-up excluded)"
     return Window(st, height, timed)
@@ -320,7 +326,7 @@ def window_totals(ev: Evidence, s, w: Window) -> None:
 def _comparable(s, w: Window) -> None:
     """Per-signal statistics kept in the JSON report so a later run can be compared with this one."""
     for name, col in (("generation_throughput", "gen_tps"), ("prompt_throughput", "prompt_tps"),
-                      ("running", "running"), ("waiting", "waiting"), ("kv_cache_usage", "kv_usage"),
+                      ("running", "running"), ("waiting", "waiting"), ("swapped", "swapped"), ("kv_cache_usage", "kv_usage"),
                       ("kv_cache_usage_spread", "kv_spread"), ("prefix_cache_hit", "prefix_hit"),
                       ("prompt_tokens_per_request", "prompt_len"),
                       ("ttft_p50", "ttft_p50"), ("ttft_p99", "ttft_p99"), ("itl_p50", "itl_p50")):

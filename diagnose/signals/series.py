@@ -11,19 +11,25 @@ import math
 from datetime import timezone
 
 MAX_POINTS = 1500
-SUMMED = ("running", "waiting", "prompt_tps", "gen_tps", "preemptions")
-MAXED = ("kv_usage", "ttft_p50", "itl_p50")
+SUMMED = ("running", "waiting", "swapped", "prompt_tps", "gen_tps", "preemptions")
+MAXED = ("kv_usage", "ttft_p50", "itl_p50", "spec_accept")
 # (panel title, unit, [(column, label)])
-ENGINE_PANELS = [("Requests", "", [("running", "running"), ("waiting", "waiting")]),
+ENGINE_PANELS = [("Requests", "", [("running", "running"), ("waiting", "waiting"), ("swapped", "swapped")]),
                  ("KV cache usage", "%", [("kv_usage", "KV usage")]),
                  ("Throughput", "tokens/s", [("prompt_tps", "prompt"), ("gen_tps", "generation")]),
                  ("Preemptions", "per interval", [("preemptions", "preemptions")]),
-                 ("Latency", "s", [("ttft_p50", "TTFT p50"), ("itl_p50", "ITL p50")])]
+                 ("Latency", "s", [("ttft_p50", "TTFT p50"), ("itl_p50", "ITL p50")]),
+                 # (a panel, or a line, only where the input has the family: never drawn as 0)
+                 ("Speculative decoding", "% of drafted tokens accepted", [("spec_accept", "draft acceptance")])]
 GPU_PANELS = [("GPU SM utilisation", "%", "util"), ("GPU memory controller", "%", "mem_util"), ("GPU power", "W", "power_w")]
 
 
-def _epoch(t) -> float:
-    # Log times carry no zone: shown as written (the report displays UTC wall-clock).
+def _epoch(t, metric: bool = False) -> float:
+    # Log times carry no zone: shown as written (the report displays UTC wall-clock). A metric's
+    # (Unix) time is drawn as the text shows it: in the local zone, or UTC under --utc (clock.py).
+    if metric and t.tzinfo is None:
+        from ..clock import shown
+        t = shown(t)[0]
     return (t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t).timestamp()
 
 
@@ -72,9 +78,10 @@ def plot_series(ev) -> list[dict]:
     panels = []
     rows = ev.stats_rows
     timed = bool(rows) and all(r.get("time") is not None for r in rows)
+    metric = getattr(ev, "clock_zone", None) == "UTC"
     ticks: dict = {}
     for i, r in enumerate(rows):
-        agg = ticks.setdefault(_epoch(r["time"]) if timed else i, {})
+        agg = ticks.setdefault(_epoch(r["time"], metric) if timed else i, {})
         for k in SUMMED:
             if r.get(k) is not None:
                 agg[k] = agg.get(k, 0.0) + r[k]
@@ -141,13 +148,14 @@ def plot_marks(ev, sig, findings: list[dict]) -> dict:
         if r.get("time") is not None:
             when[(r.get("source"), r.get("line"))] = r["time"]
     marks, seen = [], set()
+    metric = getattr(ev, "clock_zone", None) == "UTC"
     for f in findings:
         for e in f.get("evidence", []):
             t = when.get((e.get("source"), e.get("line")))
             if t is not None and (f["id"], t) not in seen:
                 seen.add((f["id"], t))
-                marks.append({"t": _epoch(t), "label": f["id"]})
+                marks.append({"t": _epoch(t, metric), "label": f["id"]})
     band = None
     if getattr(sig, "steady_range", None) and all(x is not None for x in sig.steady_range):
-        band = [_epoch(sig.steady_range[0]), _epoch(sig.steady_range[1])]
+        band = [_epoch(sig.steady_range[0], metric), _epoch(sig.steady_range[1], metric)]
     return {"band": band, "marks": marks[:50]}

@@ -11,6 +11,7 @@ import math
 import re
 from datetime import datetime, timedelta, timezone
 
+from ..clock import at as clock_at
 from ..evidence.model import Evidence, InputInfo, _finite
 from .engines import ENGINES, merged
 from .readers.files import InputError
@@ -50,6 +51,11 @@ RATIO_SCALE = {col: scale for col, scale in RATIOS.values()}
 HISTOGRAMS = {**merged("histograms"), **SHARED_HISTOGRAMS}
 STAGE_HISTOGRAMS = {**merged("stage_histograms"), **SHARED_STAGE_HISTOGRAMS}
 FACT_GAUGES = {**merged("fact_gauges"), **SHARED_FACT_GAUGES}
+# counters read over the whole window only: metric → (key, label that splits it or None); their
+# increase becomes `window_<key>` and `window_<key>:<label value>` (finished requests by reason)
+WINDOW_COUNTERS = merged("window_counters")
+# A column whose family exists only where speculative decoding is configured
+SPEC_COL = "spec_accept"
 ENGINE_OF = tuple((prefix, e.name) for e in ENGINES.values() for prefix in e.metric_prefixes)
 # Families no one engine writes (the tables above): a scrape of them is read too.
 SHARED_PREFIXES = ("forge_", "dynamo_frontend_")
@@ -148,6 +154,15 @@ def put_window(values: dict, prefix: str, kind: str, qs: dict) -> None:
             values[f"{prefix}_{kind}_{qn}_{bound}"] = [1.0]
 
 
+def put_count(values: dict, prefix: str, key: str, reason: str | None, n: float) -> None:
+    """A window counter's increase, added to its total (`window_finished`) and, split by a label,
+    to that label value's (`window_finished:length`)."""
+    values[f"{prefix}_{key}"] = [(values.get(f"{prefix}_{key}") or [0.0])[0] + n]
+    if reason:
+        k = f"{prefix}_{key}:{reason}"
+        values[k] = [(values.get(k) or [0.0])[0] + n]
+
+
 def _increase(points: list[float]) -> float:
     """A counter's growth over its samples in order; a drop is a restart (counting from zero)."""
     return math.fsum((b - a) if b >= a else b for a, b in zip(points, points[1:]))
@@ -189,6 +204,8 @@ def from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> N
             ev.set_fact("model", model, source, line, f"model label on {name}", override=False)
             mine.setdefault("model", model)
         _role(labels, inst, ev, source, line, name)
+        if SPEC_COL in ((GAUGES.get(name) or ("",))[0], (RATIO_PARTS.get(name) or ("",))[0]):
+            ev.set_fact("speculative", True, source, line, f"{name}: speculative-decoding metrics", override=False)
         if name.endswith("cache_config_info"):
             _cache_config(labels, source, line, ev)
             continue
@@ -199,7 +216,7 @@ def from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> N
         elif name in FACT_GAUGES:
             ev.set_fact(FACT_GAUGES[name], value if FACT_GAUGES[name] != "max_num_seqs" else int(value), source, line,
                         f"{name} = {value:g}")
-        elif name in COUNTERS or name in RATIO_PARTS:
+        elif name in COUNTERS or name in RATIO_PARTS or name in WINDOW_COUNTERS:
             counters.setdefault((name, tuple(sorted(labels.items()))), []).append((when, scrape, value, key))
         elif fam in HISTOGRAMS or fam in STAGE_HISTOGRAMS:
             if name.endswith("_bucket") and "le" in labels:
@@ -222,11 +239,26 @@ def from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> N
                 ev.set_fact(f, int(value) if f in INT_FACTS else value, source, line, f'{name}{{{k}="{v}"}} = {value:g}')
             else:
                 _put(row, col, value * scale, how)
-    # counters → rates between consecutive scrapes that carry times
+    _counter_rows(rows, counters)
+    _histogram_rows(rows, buckets)
+    _finish_rows(ev, rows)
+    scrapes = {(k[0], k[1]) for k in rows}
+    _whole(ev, buckets, sums, counters, lifetime=len(scrapes) <= 1)
+    if len(scrapes) <= 1:
+        info.errors.append("a single scrape: configuration and current state only, no trends or rates")
+        ev.counters["single_scrape"] = 1
+    if engines:
+        info.engine = sorted(engines)[0] if len(engines) == 1 else sorted(engines)[0]
+        ev.set_fact("engine", info.engine, override=False)
+
+
+def _counter_rows(rows: dict, counters: dict) -> None:
+    """Counters → rates between consecutive scrapes that carry times (a count's increase; one
+    side of a ratio's increase, divided in _finish_rows)."""
     for (name, _), pts in counters.items():
         pts.sort(key=lambda p: (p[1], p[0] or datetime.min))
         # A counter can be both a rate and one side of a ratio (trtllm_prompt_tokens_total).
-        for col, how in [r for r in (COUNTERS.get(name), RATIO_PARTS.get(name)) if r]:
+        for col, how in [r for r in (COUNTERS.get(name), RATIO_PARTS.get(name)) if r]:  # (not WINDOW_COUNTERS)
             for (t0, _, v0, _), (t1, _, v1, key1) in zip(pts, pts[1:]):
                 if v1 < v0:      # counter reset
                     continue
@@ -237,7 +269,10 @@ def from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> N
                     rows[key1][col] = (rows[key1].get(col) or 0) + (v1 - v0)
                 elif t0 and t1 and t1 > t0:
                     rows[key1][col] = (rows[key1].get(col) or 0) + (v1 - v0) / (t1 - t0).total_seconds()
-    # histogram buckets → quantiles of what happened between consecutive scrapes
+
+
+def _histogram_rows(rows: dict, buckets: dict) -> None:
+    """Histogram buckets → quantiles of what happened between consecutive scrapes."""
     for (fam, inst), per_scrape in buckets.items():
         kind = HISTOGRAMS.get(fam)
         if kind is None:
@@ -248,6 +283,11 @@ def from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> N
             key1 = next(iter(cur.values()))[1]
             for qn, (x, _) in quantiles(deltas).items():
                 rows[key1][f"{kind}_{qn}"] = x
+
+
+def _finish_rows(ev: Evidence, rows: dict) -> None:
+    """Ratios divided, gauges of counted columns kept only as the fallback, rows with an activity
+    column into the evidence."""
     for key in sorted(rows, key=lambda k: (k[2], k[0], k[1] or datetime.min)):
         r = rows[key]
         for col, (num, den) in (r.pop("_ratio", None) or {}).items():
@@ -263,14 +303,6 @@ def from_samples(samples: list, source: str, ev: Evidence, info: InputInfo) -> N
         finish_row(r)
         if any(r.get(c) is not None for c in ("running", "waiting", "kv_usage", "gen_tps")):
             ev.add_stats(r)
-    scrapes = {(k[0], k[1]) for k in rows}
-    _whole(ev, buckets, sums, counters, lifetime=len(scrapes) <= 1)
-    if len(scrapes) <= 1:
-        info.errors.append("a single scrape: configuration and current state only, no trends or rates")
-        ev.counters["single_scrape"] = 1
-    if engines:
-        info.engine = sorted(engines)[0] if len(engines) == 1 else sorted(engines)[0]
-        ev.set_fact("engine", info.engine, override=False)
 
 
 def _whole(ev: Evidence, buckets: dict, sums: dict, counters: dict, lifetime: bool) -> None:
@@ -313,6 +345,15 @@ def _whole(ev: Evidence, buckets: dict, sums: dict, counters: dict, lifetime: bo
         for (name, inst), d in grow.items():
             if name == den and (num, inst) in grow and d > 0:
                 per_inst.setdefault(inst, {})[f"{prefix}_{col}"] = [grow[(num, inst)] / d * scale]
+    # finished requests (by reason where the engine labels them), aborted requests
+    for (name, labels), pts in counters.items():
+        if name not in WINDOW_COUNTERS:
+            continue
+        key, label = WINDOW_COUNTERS[name]
+        labels = dict(labels)
+        pts = sorted(pts, key=lambda p: (p[1], p[0] or datetime.min))
+        n = grown([p[2] for p in pts])
+        put_count(per_inst.setdefault(instance_of(labels), {}), prefix, key, labels.get(label) if label else None, n)
     for inst, vals in per_inst.items():
         ev.instance_values.setdefault(inst, {}).update(vals)
         if len(ev.instances) <= 1:
@@ -374,19 +415,41 @@ class PromError(Exception):
 
 
 _API_CODE = re.compile(r"HTTP Status Code (?P<code>\d{3})\b")
-# The body is inside a bytes repr: a quote in the message is `\\"` there, a backslash `\\\\`.
-_API_ERROR = re.compile(r'"errorType":"(?P<type>[^"]{0,100})","error":"(?P<error>(?:[^"\\]|\\\\"|\\.){0,600})"')
+# prometheus-api-client's message: `HTTP Status Code 400 (b'{"status":"error",…}')`, the body a bytes repr
+_API_BODY = re.compile(r"HTTP Status Code \d{3} \((?P<body>b(?P<q>['\"]).*(?P=q))\)\s*$", re.S)
+# Where in the expression Prometheus met the problem (`1:46: `): a place in the query diagnose
+# built, not in anything the user typed.
+_POSITION = re.compile(r'^(?:invalid parameter "query": )?\d+:\d+: ')
 
 
 def api_error_text(e: Exception) -> str:
-    """prometheus-api-client's exception as one readable line: `HTTP 400 bad_data: 1:12: parse
-    error: unexpected "=" …` rather than the response body's bytes repr."""
-    text = str(e).splitlines()[0] if str(e) else type(e).__name__
-    c, m = _API_CODE.search(text), _API_ERROR.search(text)
+    """prometheus-api-client's exception as one readable line: `HTTP 400 bad_data: parse error:
+    unexpected "=" …` rather than the response body's bytes repr."""
+    import ast
+    text = str(e) or type(e).__name__
+    c, m = _API_CODE.search(text), _API_BODY.search(text)
     if c and m:
-        error = m.group("error").replace('\\\\"', '"').replace("\\\\\\\\", "\\")
-        return f"HTTP {c.group('code')} {m.group('type')}: {error}"[:300]
-    return text[:160]
+        try:
+            body = ast.literal_eval(m.group("body")).decode("utf-8", "replace")
+        except (ValueError, SyntaxError, MemoryError):
+            body = ""
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and isinstance(doc.get("error"), str):
+            error = _POSITION.sub("", " ".join(doc["error"].split()))
+            kind = doc.get("errorType") if isinstance(doc.get("errorType"), str) else "error"
+            return printable_line(f"HTTP {c.group('code')} {kind}: {error}", 300)
+        # not Prometheus' JSON (a proxy's page): its first words
+        return printable_line(f"HTTP {c.group('code')}: {' '.join(body.split())}" if body.strip() else f"HTTP {c.group('code')}", 160)
+    return printable_line(text.splitlines()[0] if text.strip() else type(e).__name__, 160)
+
+
+def printable_line(text: str, most: int) -> str:
+    """One line of at most `most` characters, without control characters."""
+    text = "".join(ch if ch.isprintable() else " " for ch in text)
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 # `scheme://user:password@host…`: the userinfo runs to the LAST `@` before any `?` or `#` (a
@@ -562,16 +625,99 @@ def _request_error(e: Exception, url: str, timeout: float) -> PromError:
     return PromError(f"{url}: request failed ({e.__class__.__name__})")
 
 
-def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: str = "", token: str | None = None,
-          user: str | None = None, password: str | None = None, insecure: bool = False, timeout: float = 30.0,
-          partial: bool = False, deadline: float | None = None) -> tuple[dict[str, Evidence], list[str]]:
-    """Range-query every known family; returns ({instance: Evidence}, notes). Raises PromError.
-    `timeout`: the most one request may take, answer read to its end; `deadline`: the most all of
-    them may take together (default DEADLINE_TIMES × timeout)."""
-    from prometheus_api_client import PrometheusConnect
+# -- live server: the queries, as small producers -----------------------------------------------
+# Each producer declares the families it reads and what it makes (stats columns, facts, window
+# figures); `fetch` runs them in order. Series producers add range queries to the plan (one
+# column per step and instance); window producers ask one instant query each over the whole window.
+PRODUCERS: list[tuple[str, str, str, str]] = []      # (name, kind "series"|"window", reads, makes)
+
+
+def _producer(kind: str, reads: str, makes: str):
+    def mark(fn):
+        PRODUCERS.append((fn.__name__.lstrip("_"), kind, reads, makes))
+        return fn
+    return mark
+
+
+class _Live:
+    """One fetch: the client, the window, the selector, and what has been fetched so far."""
+
+    def __init__(self, pc, url: str, start: datetime, end: datetime, step: str, match: str, timeout: float) -> None:
+        self.pc, self.url, self.start, self.end, self.step, self.timeout = pc, url, start, end, step, timeout
+        self.match = match
+        sel = match.strip()
+        self.inner = sel[1:-1].strip() if sel.startswith("{") and sel.endswith("}") else sel
+        self.by = "instance"
+        self.names: set = set()
+        self.notes: list[str] = []
+        self.fetched: dict[str, Evidence] = {}
+        self.counted: set = set()           # columns a counter measures (a gauge of them is the fallback)
+        self.span = (end - start).total_seconds()
+        self.step_s, self.win, self.hwin = 15, "60s", "300s"
+
+    def sel(self, metric: str) -> str:
+        return f"{metric}{{{self.inner}}}" if self.inner else metric
+
+    def range(self, expr: str):
+        try:
+            return self.pc.custom_query_range(expr, start_time=self.start, end_time=self.end, step=self.step)
+        except Exception as e:
+            raise _api_failure(e, self.url, self.timeout, "query failed") from None
+
+    def instant(self, expr: str) -> list:
+        try:
+            return self.pc.custom_query(expr, params={"time": f"{self.end.timestamp():.3f}"}) or []
+        except Exception:             # the series above still stand; this figure stays unknown
+            return []
+
+    def per_instance(self, expr: str):
+        """(instance, value) of an instant query's answer, for the instances fetched."""
+        for series in self.instant(expr):
+            labels = series.get("metric", {})
+            inst, val = instance_of(labels) or "all", _finite((series.get("value") or [None, None])[1])
+            if inst in self.fetched and val is not None:
+                yield inst, val, labels
+
+    def resolution(self) -> None:
+        """Query resolution: Prometheus refuses more than 11,000 points per series, so a long window
+        gets a wider step (said in a note) instead of an error. Rate windows hold at least four
+        scrapes (a [1m] window over a 60 s scrape interval holds one sample, and rate() then has
+        nothing to say) and at least one step, as Grafana's $__rate_interval does."""
+        step_s = max(1, int(parse_since(self.step).total_seconds()))
+        if self.span / step_s > MAX_POINTS:
+            step_s = math.ceil(self.span / MAX_POINTS)
+            self.notes.append(f"step widened to {step_s}s: {self.span / 3600:.3g} h at --step {self.step} is more than "
+                              f"Prometheus' 11,000 points per query")
+        self.step, self.step_s = f"{step_s}s", step_s
+        interval = _scrape_interval(self.pc, self.names, self.sel, self.end) or DEFAULT_SCRAPE_S
+        self.win = f"{int(max(4 * interval, step_s + interval))}s"
+        self.hwin = f"{int(max(300, 4 * interval, step_s))}s"
+        # A counter's rate is the column; a gauge of the same column (`gauge:` in the plan) only for
+        # an instance that has no such counter (in a mixed fleet one replica may have either).
+        self.counted = {col for m, (col, how) in COUNTERS.items() if how == "rate" and m in self.names} | \
+            {col for (num, den), (col, _) in RATIOS.items() if num in self.names and den in self.names}
+
+
+def _api_failure(e: Exception, url: str, timeout: float, what: str) -> PromError:
+    """A failed API call → one line: the request's own failure, a body that is not JSON, a refusal
+    (401/403), or what Prometheus said."""
     import requests
-    # Credentials in the URL are sent as basic auth and never shown: from here on `url` is the URL
-    # without them (every message, note and evidence row names it).
+    if isinstance(e, PromError):
+        return e
+    if isinstance(e, (requests.exceptions.RequestException, AnswerTooBig, OutOfTime)):   # before ValueError: InvalidURL is both
+        return _request_error(e, url, timeout)
+    if isinstance(e, ValueError):          # prometheus-api-client raises on non-JSON bodies
+        return PromError(f"{url}: the answer is not Prometheus JSON (an HTML page or a proxy error?)")
+    msg = api_error_text(e)                # PrometheusApiClientException carries the HTTP status
+    if "401" in msg or "403" in msg:
+        return PromError(f"{url}: access refused ({msg}); pass --prometheus-token-file or credentials")
+    return PromError(f"{url}: {what} ({msg})")
+
+
+def _client(url: str, token, user, password, insecure: bool, timeout: float, deadline):
+    """(PrometheusConnect, the URL as shown): credentials in the URL are sent as basic auth and
+    never shown; no silent retries; every request within `timeout`, all within `deadline`."""
+    from prometheus_api_client import PrometheusConnect
     url, url_auth = split_credentials(url)
     if user is None and url_auth:
         user, password = url_auth
@@ -584,7 +730,6 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
         import base64
         pair = base64.b64encode(f"{user}:{password or ''}".encode("utf-8")).decode("ascii")
         headers = {"Authorization": f"Basic {pair}"}
-    auth = None
     if insecure:     # the user asked for it: not one InsecureRequestWarning per query
         import warnings
         from urllib3.exceptions import InsecureRequestWarning
@@ -595,272 +740,352 @@ def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: st
     session = BoundedSession(timeout, deadline if deadline is not None else DEADLINE_TIMES * timeout)
     session.verify = not insecure
     try:
-        pc = PrometheusConnect(url=url, headers=headers, disable_ssl=insecure, auth=auth, timeout=timeout, retry=no_retry,
+        pc = PrometheusConnect(url=url, headers=headers, disable_ssl=insecure, auth=None, timeout=timeout, retry=no_retry,
                                session=session)
     except TypeError:      # older prometheus-api-client without `timeout`
         pc = PrometheusConnect(url=url, headers=headers, disable_ssl=insecure, session=session)
-    sel = match.strip()
-    inner = sel[1:-1].strip() if sel.startswith("{") and sel.endswith("}") else sel
-    notes: list[str] = []
-    fetched: dict[str, Evidence] = {}
+    return pc, url
 
-    def q(expr: str):
+
+# -- series producers: range queries, one stats column per step and instance ----------------------
+@_producer("series", "engine gauges (GAUGES, LABELLED_GAUGES)",
+           "running, waiting, kv_usage, swapped, prefix_hit, spec_accept; gauge:<col> fallbacks of counted columns")
+def _plan_gauges(L: _Live) -> list:
+    plan = []
+    for m, (col, scale, how) in GAUGES.items():
+        if m in L.names and col:
+            # `>= 0`: -1 is "no data yet" (vLLM V0's hit rate), not a measurement
+            plan.append((("gauge:" if col in L.counted else "") + col, f"{how} by ({L.by}) ({L.sel(m)} >= 0) * {scale}", m))
+    for (m, lab), (col, scale, how) in LABELLED_GAUGES.items():
+        if m in L.names:
+            sel = f"{m}{{{L.inner + ',' if L.inner else ''}{lab}}}"
+            plan.append((col, f"{how} by ({L.by}) ({sel} >= 0) * {scale}", m))
+    return plan
+
+
+@_producer("series", "one gauge per engine (the probe), up, process_start_time_seconds",
+           "facts engine, model, node_role; last_seen; down all the window; restart events and notes")
+def _plan_probes(L: _Live) -> list:
+    # One probe per engine (and per shared family): in a mixed fleet each replica's model, up
+    # and restarts come from its own engine's series, not from the first engine's.
+    probes: dict[str, str] = {}
+    for m in [*GAUGES, *(m for m, _ in LABELLED_GAUGES)]:
+        if m in L.names:
+            probes.setdefault(engine_of(m) or m.partition("_")[0], m)
+    plan, by = [], L.by
+    for probe in probes.values():
+        # The served model of each instance: the aggregations above drop its label.
+        plan.append(("label:model", f"count by ({by}, model_name, model, name, engine_type) ({L.sel(probe)})", probe))
+        # When each instance was really last scraped: a range query repeats the last sample for
+        # Prometheus' 5-minute lookback, which hid a replica gone for 7 minutes.
+        plan.append(("seen:", f"max by ({by}) (timestamp({L.sel(probe)}))", probe))
+    if "up" in L.names and probes:
+        # Targets Prometheus scraped and found down: one down for the whole window has no
+        # engine series at all, and would vanish from the fleet without this. Only the jobs
+        # that scrape engines (not node exporters and the like).
+        up_sel = f"up{{{L.inner}}}" if L.inner else "up"
+        jobs = " or ".join(f"count by (job) ({L.sel(p_)})" for p_ in probes.values())
+        plan.append(("up:", f"max by ({by}) ({up_sel} and on (job) ({jobs}))", "up"))
+    if "process_start_time_seconds" in L.names and probes:
+        # Restarts: the process start time of each engine's instance changes (counters began
+        # again at zero there; a gap before it is a restart, not a replica lost).
+        st_sel = f"process_start_time_seconds{{{L.inner}}}" if L.inner else "process_start_time_seconds"
+        groups = " or ".join(f"group by ({by}) ({L.sel(p_)})" for p_ in probes.values())
+        plan.append(("start:", f"max by ({by}) ({st_sel} and on ({by}) ({groups}))", "process_start_time_seconds"))
+    return plan
+
+
+@_producer("series", "engine counters (COUNTERS, RATIOS)",
+           "gen_tps, prompt_tps (rates); preemptions (counts); prefix_hit, prompt_len, spec_accept (ratios)")
+def _plan_counters(L: _Live) -> list:
+    plan = []
+    for m, (col, how) in COUNTERS.items():
+        if m in L.names:
+            if how == "rate":
+                plan.append((col, f"sum by ({L.by}) (rate({L.sel(m)}[{L.win}]))", m))
+            else:
+                # Counts (preemptions, retractions): the raw counter per series, differenced
+                # here step by step (resets handled). Summing increase(...[W]) sampled every
+                # step counts each event W/step times; one difference per step counts it once.
+                plan.append(("count:" + col, L.sel(m), m))
+    for (num, den), (col, scale) in RATIOS.items():
+        if num in L.names and den in L.names:    # 0/0 (nothing asked in a step) is NaN: unknown, skipped
+            plan.append((col, f"sum by ({L.by}) (rate({L.sel(num)}[{L.win}])) / "
+                              f"sum by ({L.by}) (rate({L.sel(den)}[{L.win}])) * {scale}", num))
+    return plan
+
+
+@_producer("series", "KV-usage gauges", "kv_spread (data-parallel engines of one instance)")
+def _plan_kv_spread(L: _Live) -> list:
+    # Data-parallel engines each fill their own cache: how far apart the fullest and the emptiest
+    # are (only where an instance has more than one engine).
+    return [("kv_spread", f"(max by ({L.by}) ({L.sel(m)}) - min by ({L.by}) ({L.sel(m)})) * {scale}"
+                          f" and on ({L.by}) (count by ({L.by}) ({L.sel(m)}) > 1)", m)
+            for m, (col, scale, how) in GAUGES.items() if m in L.names and col == "kv_usage"]
+
+
+@_producer("series", "latency histograms (HISTOGRAMS)", "ttft_p50/p95/p99, itl_p50/p95/p99 (rolling quantiles)")
+def _plan_histograms(L: _Live) -> list:
+    return [(f"{kind}_{qn}", f"histogram_quantile({qv}, sum by (le, {L.by}) (rate({L.sel(fam + '_bucket')}[{L.hwin}])))", fam)
+            for fam, kind in HISTOGRAMS.items() if fam + "_bucket" in L.names
+            for qn, qv in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))]
+
+
+@_producer("series", "configuration gauges (FACT_GAUGES), vllm:cache_config_info",
+           "facts max_num_seqs, kv_cache_tokens, max_model_len, …; block_size, num_gpu_blocks, prefix_caching, kv_cache_dtype")
+def _plan_facts(L: _Live) -> list:
+    plan = [(f"fact:{fact}", f"max by ({L.by}) ({L.sel(m)})", m) for m, fact in FACT_GAUGES.items() if m in L.names]
+    if "vllm:cache_config_info" in L.names:
+        plan.append(("info:cache_config", L.sel("vllm:cache_config_info"), "vllm:cache_config_info"))
+    return plan
+
+
+SERIES_PRODUCERS = (_plan_gauges, _plan_probes, _plan_counters, _plan_kv_spread, _plan_histograms, _plan_facts)
+
+
+class _Rows:
+    """What the range queries gave: stats rows by (instance, time), when each instance was last
+    really scraped, and the instances scraped as down all the window."""
+
+    def __init__(self) -> None:
+        self.rows: dict = {}
+        self.seen: dict[str, float] = {}       # instance -> time of its last real sample (epoch s)
+        self.down_all: set[str] = set()         # instances scraped as down (up == 0) all the window
+
+    def row(self, L: _Live, inst: str, when: datetime) -> dict:
+        return self.rows.setdefault((inst, when), {"time": when, "source": L.url, "line": None, "engine_idx": 0})
+
+
+def _labels_of(L: _Live, col: str, metric: str, labels: dict) -> tuple[str, Evidence]:
+    """The instance a series belongs to, its Evidence, and what its labels say: engine, model,
+    node role, speculative decoding configured."""
+    inst = instance_of(labels) or "all"
+    ev = L.fetched.setdefault(inst, Evidence())
+    ev.clock_zone = "UTC"
+    eng = engine_of(metric)
+    if eng:
+        ev.set_fact("engine", eng, override=False)
+    model = model_of(metric, labels)
+    if model:
+        ev.set_fact("model", model, L.url, None, f"model label ({metric})", override=False)
+    _role(labels, inst, ev, L.url, None, metric)
+    if col.rpartition(":")[2] == SPEC_COL:
+        ev.set_fact("speculative", True, L.url, None, f"{metric}: speculative-decoding metrics", override=False)
+    return inst, ev
+
+
+def _finite_values(series: dict) -> list[float]:
+    return [x for _, v in series.get("values", []) if (x := _finite(v)) is not None]
+
+
+def _take_status(L: _Live, col: str, inst: str, ev: Evidence, series: dict, got: _Rows) -> None:
+    """up (down all the window), process start time (restarts), last real sample (last seen)."""
+    xs = _finite_values(series)
+    if col == "up:":
+        if xs and max(xs) == 0:
+            got.down_all.add(inst)
+    elif col == "start:":
+        for before, after in zip(xs, xs[1:]):
+            if after > before + 1:          # a new process (clock jitter is not one)
+                when = datetime.fromtimestamp(after, tz=timezone.utc).replace(tzinfo=None)
+                ev.add_event("restart", L.url, None, f"{inst}: process_start_time_seconds {before:.0f} → {after:.0f}", when)
+                L.notes.append(f"{inst} restarted at {clock_at(when)} (its process start "
+                               f"time changed): counters began again at zero, and warm-up follows")
+    elif col == "seen:" and xs:
+        got.seen[inst] = max(got.seen.get(inst, 0.0), max(xs))
+
+
+def _take(L: _Live, col: str, metric: str, series: dict, got: _Rows) -> None:
+    """One series of a range query's answer into the rows (or facts) of its instance."""
+    labels = series.get("metric", {})
+    inst, ev = _labels_of(L, col, metric, labels)
+    if col.startswith("info:"):
+        _cache_config(labels, L.url, 1, ev)
+        return
+    if col.startswith("label:"):          # the model fact was set above
+        return
+    if col in ("up:", "start:", "seen:"):
+        _take_status(L, col, inst, ev, series, got)
+        return
+    if col.startswith("count:"):
+        for when, inc in _increments(series.get("values", [])):
+            row = got.row(L, inst, when)
+            row[col[6:]] = row.get(col[6:], 0.0) + inc
+        return
+    for ts, val in series.get("values", []):
         try:
-            return pc.custom_query_range(expr, start_time=start, end_time=end, step=step)
-        except (requests.exceptions.RequestException, AnswerTooBig, OutOfTime) as e:
-            raise _request_error(e, url, timeout) from None
-        except ValueError:          # prometheus-api-client raises on non-JSON bodies
-            raise PromError(f"{url}: the answer is not Prometheus JSON (an HTML page or a proxy error?)") from None
-        except Exception as e:      # PrometheusApiClientException carries the HTTP status
-            msg = api_error_text(e)
-            if "401" in msg or "403" in msg:
-                raise PromError(f"{url}: access refused ({msg}); pass --prometheus-token-file or credentials") from None
-            raise PromError(f"{url}: query failed ({msg})") from None
+            v = float(val)
+        except (TypeError, ValueError):
+            continue
+        if not math.isfinite(v):      # NaN: histogram_quantile with no data; ±Inf: no value either
+            continue
+        try:
+            when = datetime.fromtimestamp(float(ts), tz=timezone.utc).replace(tzinfo=None)
+        except (TypeError, ValueError, OverflowError, OSError):
+            continue
+        if col.startswith("fact:"):
+            f = col[5:]
+            ev.set_fact(f, int(v) if f in INT_FACTS else v, L.url, None, f"{metric} = {v:g}")
+            continue
+        got.row(L, inst, when)[col] = v
 
-    def sel_for(metric: str) -> str:
-        return f'{metric}{{{inner}}}' if inner else metric
 
+def _run_plan(L: _Live, plan: list, partial: bool) -> _Rows:
+    got = _Rows()
+    for col, expr, metric in plan:
+        try:
+            result = L.range(expr)
+        except PromError:
+            if partial and got.rows:
+                L.notes.append(f"partial data (--partial): {metric} and later queries could not be fetched; "
+                               f"the report uses what was fetched")
+                break
+            raise
+        for series in result:
+            _take(L, col, metric, series, got)
+    return got
+
+
+def _finish_instances(L: _Live, got: _Rows) -> None:
+    """Rows → each instance's stats (a gauge of a counted column only where no counter measured
+    it), instances down all the window, last real sample."""
+    measured = {(inst, c) for (inst, _), row in got.rows.items() for c in L.counted if row.get(c) is not None}
+    for (inst, when), row in sorted(got.rows.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        for c in L.counted:
+            x = row.pop("gauge:" + c, None)
+            if x is not None and (inst, c) not in measured:
+                row[c] = x
+        finish_row(row)
+        L.fetched[inst].add_stats(row)
+        L.fetched[inst].last_seen = when
+    for inst in got.down_all:
+        ev = L.fetched[inst]
+        if not ev.stats_rows:              # no engine series: down since before the window
+            ev.counters["scrape_down_all_window"] = 1
+            eng = next((e for p_, e in ENGINE_OF for m in L.names if m.startswith(p_)), None)
+            if eng:
+                ev.set_fact("engine", eng, override=False)
+        else:
+            ev.counters.pop("scrape_down_all_window", None)
+    for inst in [i for i, e in L.fetched.items() if not e.stats_rows and not e.counters.get("scrape_down_all_window")]:
+        del L.fetched[inst]                  # only the `up` series, and it was up: nothing to say
+    for inst, ts in got.seen.items():
+        if inst in L.fetched:
+            L.fetched[inst].last_seen = datetime.fromtimestamp(ts, tz=timezone.utc).replace(tzinfo=None)
+
+
+# -- window producers: one instant query each, over the whole window ------------------------------
+def _whole_window(L: _Live) -> str:
+    return f"{max(int(L.span), 60)}s"
+
+
+def _window_ratio(L: _Live, num: str, den: str, key: str, scale: float = 1) -> None:
+    """One counter's increase over the window divided by another's, per instance: a histogram's
+    mean (sum / count), a hit rate, a prompt length."""
+    w = _whole_window(L)
+    for inst, val, _ in L.per_instance(f"sum by ({L.by}) (increase({L.sel(num)}[{w}])) / "
+                                       f"sum by ({L.by}) (increase({L.sel(den)}[{w}])) * {scale}"):
+        L.fetched[inst].values[f"window_{key}"] = [val]
+
+
+@_producer("window", "latency and stage histograms (HISTOGRAMS, STAGE_HISTOGRAMS), iteration_tokens",
+           "window_<kind>_mean/p50/p95/p99 (with their bounds), window_requests")
+def _window_histograms(L: _Live) -> None:
+    """Latency quantiles of the whole window, from each histogram's increase over it (what a
+    dashboard's "p95 over the last 2 h" means), beside the rolling 5-minute series; and where a
+    request's time goes (queue, prefill, decode, end to end), over the window."""
+    w = _whole_window(L)
+    for fam, kind in {**HISTOGRAMS, **STAGE_HISTOGRAMS}.items():
+        if fam + "_bucket" not in L.names or not L.fetched:
+            continue
+        if fam + "_sum" in L.names and fam + "_count" in L.names:
+            _window_ratio(L, fam + "_sum", fam + "_count", f"{kind}_mean")
+        if kind in ("ttft", "e2e") and fam + "_count" in L.names:
+            # Requests that finished (or got a first token) in the window: work, whatever
+            # the gauges said at the moments they were scraped.
+            for inst, val, _ in L.per_instance(f"sum by ({L.by}) (increase({L.sel(fam + '_count')}[{w}]))"):
+                have = L.fetched[inst].values.get("window_requests") or [0.0]
+                L.fetched[inst].values["window_requests"] = [max(val, have[0])]
+        # One query for the buckets' increase; the three quantiles are read off it here.
+        per_inst: dict[str, list] = {}
+        for series in L.instant(f"sum by (le, {L.by}) (increase({L.sel(fam + '_bucket')}[{w}]))"):
+            labels = series.get("metric", {})
+            le, c = _finite(labels.get("le")), _finite((series.get("value") or [None, None])[1])
+            if le is None and labels.get("le") == "+Inf":
+                le = math.inf
+            if le is not None and c is not None:
+                per_inst.setdefault(instance_of(labels) or "all", []).append((le, c))
+        for inst, buckets in per_inst.items():
+            if inst in L.fetched:      # a bound where the rank is in the lowest or the +Inf bucket
+                put_window(L.fetched[inst].values, "window", kind, quantiles(buckets))
+
+
+@_producer("window", "counter pairs (RATIOS)", "window_prefix_hit, window_prompt_len, window_spec_accept")
+def _window_ratios(L: _Live) -> None:
+    # Totals divided, not a mean of per-step ratios: a quiet step weighs what it asked.
+    for (num, den), (col, scale) in RATIOS.items():
+        if num in L.names and den in L.names and L.fetched:
+            _window_ratio(L, num, den, col, scale)
+
+
+@_producer("window", "request counters (WINDOW_COUNTERS)", "window_finished, window_finished:<reason>, window_aborted")
+def _window_counters(L: _Live) -> None:
+    for m, (key, label) in WINDOW_COUNTERS.items():
+        if m not in L.names or not L.fetched:
+            continue
+        split = f", {label}" if label else ""
+        for inst, val, labels in L.per_instance(f"sum by ({L.by}{split}) (increase({L.sel(m)}[{_whole_window(L)}]))"):
+            put_count(L.fetched[inst].values, "window", key, labels.get(label) if label else None, val)
+
+
+WINDOW_PRODUCERS = (_window_histograms, _window_ratios, _window_counters)
+
+
+def fetch(url: str, start: datetime, end: datetime, step: str = "15s", match: str = "", token: str | None = None,
+          user: str | None = None, password: str | None = None, insecure: bool = False, timeout: float = 30.0,
+          partial: bool = False, deadline: float | None = None) -> tuple[dict[str, Evidence], list[str]]:
+    """Range-query every known family; returns ({instance: Evidence}, notes). Raises PromError.
+    `timeout`: the most one request may take, answer read to its end; `deadline`: the most all of
+    them may take together (default DEADLINE_TIMES × timeout)."""
+    # From here on `url` is the URL without credentials (every message, note and evidence row names it).
+    pc, url = _client(url, token, user, password, insecure, timeout, deadline)
+    L = _Live(pc, url, start, end, step, match, timeout)
     try:
         try:
-            names = set(pc.all_metrics())
-        except (requests.exceptions.RequestException, AnswerTooBig, OutOfTime) as e:    # before ValueError: InvalidURL is both
-            raise _request_error(e, url, timeout) from None
-        except ValueError:
-            raise PromError(f"{url}: the answer is not Prometheus JSON (an HTML page or a proxy error?)") from None
+            L.names = set(pc.all_metrics())
         except Exception as e:
-            msg = api_error_text(e)
-            if "401" in msg or "403" in msg:
-                raise PromError(f"{url}: access refused ({msg}); pass --prometheus-token-file or credentials") from None
-            raise PromError(f"{url}: cannot list metric names ({msg})") from None
-        by = "instance"
-        # Query resolution: Prometheus refuses more than 11,000 points per series, so a long window
-        # gets a wider step (said in a note) instead of an error.
-        span = (end - start).total_seconds()
-        step_s = max(1, int(parse_since(step).total_seconds()))
-        if span / step_s > MAX_POINTS:
-            step_s = math.ceil(span / MAX_POINTS)
-            notes.append(f"step widened to {step_s}s: {span / 3600:.3g} h at --step {step} is more than "
-                         f"Prometheus' 11,000 points per query")
-        step = f"{step_s}s"
-        # Rate windows hold at least four scrapes (a [1m] window over a 60 s scrape interval holds
-        # one sample, and rate() then has nothing to say) and at least one step, as Grafana's
-        # $__rate_interval does.
-        interval = _scrape_interval(pc, names, sel_for, end) or DEFAULT_SCRAPE_S
-        win = f"{int(max(4 * interval, step_s + interval))}s"
-        plan = []
-        # A counter's rate is the column; a gauge of the same column only where no counter is.
-        counted = {col for m, (col, how) in COUNTERS.items() if how == "rate" and m in names} | \
-            {col for (num, den), (col, _) in RATIOS.items() if num in names and den in names}
-        for m, (col, scale, how) in GAUGES.items():
-            if m in names and col and col not in counted:
-                # `>= 0`: -1 is "no data yet" (vLLM V0's hit rate), not a measurement
-                plan.append((col, f"{how} by ({by}) ({sel_for(m)} >= 0) * {scale}", m))
-        for (m, lab), (col, scale, how) in LABELLED_GAUGES.items():
-            if m in names:
-                sel = f"{m}{{{inner + ',' if inner else ''}{lab}}}"
-                plan.append((col, f"{how} by ({by}) ({sel} >= 0) * {scale}", m))
-        # One probe per engine (and per shared family): in a mixed fleet each replica's model, up
-        # and restarts come from its own engine's series, not from the first engine's.
-        probes: dict[str, str] = {}
-        for m in [*GAUGES, *(m for m, _ in LABELLED_GAUGES)]:
-            if m in names:
-                probes.setdefault(engine_of(m) or m.partition("_")[0], m)
-        for probe in probes.values():
-            # The served model of each instance: the aggregations above drop its label.
-            plan.append(("label:model", f"count by ({by}, model_name, model, name, engine_type) ({sel_for(probe)})", probe))
-            # When each instance was really last scraped: a range query repeats the last sample for
-            # Prometheus' 5-minute lookback, which hid a replica gone for 7 minutes.
-            plan.append(("seen:", f"max by ({by}) (timestamp({sel_for(probe)}))", probe))
-        if "up" in names and probes:
-            # Targets Prometheus scraped and found down: one down for the whole window has no
-            # engine series at all, and would vanish from the fleet without this. Only the jobs
-            # that scrape engines (not node exporters and the like).
-            up_sel = f"up{{{inner}}}" if inner else "up"
-            jobs = " or ".join(f"count by (job) ({sel_for(p_)})" for p_ in probes.values())
-            plan.append(("up:", f"max by ({by}) ({up_sel} and on (job) ({jobs}))", "up"))
-        if "process_start_time_seconds" in names and probes:
-            # Restarts: the process start time of each engine's instance changes (counters began
-            # again at zero there; a gap before it is a restart, not a replica lost).
-            st_sel = f"process_start_time_seconds{{{inner}}}" if inner else "process_start_time_seconds"
-            groups = " or ".join(f"group by ({by}) ({sel_for(p_)})" for p_ in probes.values())
-            plan.append(("start:", f"max by ({by}) ({st_sel} and on ({by}) ({groups}))", "process_start_time_seconds"))
-        for m, (col, how) in COUNTERS.items():
-            if m in names:
-                if how == "rate":
-                    plan.append((col, f"sum by ({by}) (rate({sel_for(m)}[{win}]))", m))
-                else:
-                    # Counts (preemptions, retractions): the raw counter per series, differenced
-                    # here step by step (resets handled). Summing increase(...[W]) sampled every
-                    # step counts each event W/step times; one difference per step counts it once.
-                    plan.append(("count:" + col, sel_for(m), m))
-        for (num, den), (col, scale) in RATIOS.items():
-            if num in names and den in names:    # 0/0 (nothing asked in a step) is NaN: unknown, skipped
-                plan.append((col, f"sum by ({by}) (rate({sel_for(num)}[{win}])) / "
-                                  f"sum by ({by}) (rate({sel_for(den)}[{win}])) * {scale}", num))
-        for m, (col, scale, how) in GAUGES.items():
-            if m in names and col == "kv_usage":
-                # Data-parallel engines each fill their own cache: how far apart the fullest and
-                # the emptiest are (only where an instance has more than one engine).
-                plan.append(("kv_spread", f"(max by ({by}) ({sel_for(m)}) - min by ({by}) ({sel_for(m)})) * {scale}"
-                                          f" and on ({by}) (count by ({by}) ({sel_for(m)}) > 1)", m))
-        hwin = f"{int(max(300, 4 * interval, step_s))}s"
-        for fam, kind in HISTOGRAMS.items():
-            if fam + "_bucket" in names:
-                for qn, qv in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
-                    plan.append((f"{kind}_{qn}", f"histogram_quantile({qv}, sum by (le, {by}) (rate({sel_for(fam + '_bucket')}[{hwin}])))", fam))
-        for m, fact in FACT_GAUGES.items():
-            if m in names:
-                plan.append((f"fact:{fact}", f"max by ({by}) ({sel_for(m)})", m))
-        if "vllm:cache_config_info" in names:
-            plan.append(("info:cache_config", sel_for("vllm:cache_config_info"), "vllm:cache_config_info"))
+            raise _api_failure(e, url, timeout, "cannot list metric names") from None
+        if L.inner:
+            _check_match(pc, match, L.inner, url, timeout)
+        L.resolution()
+        plan = [item for produce in SERIES_PRODUCERS for item in produce(L)]
         if not plan:
-            raise PromError(f"{url}: no vLLM, SGLang, TensorRT-LLM (trtllm-serve, Triton), Dynamo or forge metrics found" + (f" matching {match}" if match else ""))
-        rows: dict = {}
-        seen: dict[str, float] = {}          # instance -> time of its last real sample (epoch s)
-        down_all: set[str] = set()            # instances scraped as down (up == 0) all the window
-        for col, expr, metric in plan:
-            try:
-                result = q(expr)
-            except PromError:
-                if partial and rows:
-                    notes.append(f"partial data (--partial): {metric} and later queries could not be fetched; the report uses what was fetched")
-                    break
-                raise
-            for series in result:
-                labels = series.get("metric", {})
-                inst = instance_of(labels) or "all"
-                ev = fetched.setdefault(inst, Evidence())
-                ev.clock_zone = "UTC"
-                eng = engine_of(metric)
-                if eng:
-                    ev.set_fact("engine", eng, override=False)
-                model = model_of(metric, labels)
-                if model:
-                    ev.set_fact("model", model, url, None, f"model label ({metric})", override=False)
-                _role(labels, inst, ev, url, None, metric)
-                if col.startswith("info:"):
-                    _cache_config(labels, url, 1, ev)
-                    continue
-                if col.startswith("label:"):          # the model fact was set above
-                    continue
-                if col == "up:":
-                    ups = [x for _, v in series.get("values", []) if (x := _finite(v)) is not None]
-                    if ups and max(ups) == 0:
-                        down_all.add(inst)
-                    continue
-                if col == "start:":
-                    starts = [x for _, v in series.get("values", []) if (x := _finite(v)) is not None]
-                    for before, after in zip(starts, starts[1:]):
-                        if after > before + 1:          # a new process (clock jitter is not one)
-                            when = datetime.fromtimestamp(after, tz=timezone.utc)
-                            ev.add_event("restart", url, None, f"{inst}: process_start_time_seconds {before:.0f} → {after:.0f}",
-                                         when.replace(tzinfo=None))
-                            notes.append(f"{inst} restarted at {when:%Y-%m-%d %H:%M:%S} UTC (its process start "
-                                         f"time changed): counters began again at zero, and warm-up follows")
-                    continue
-                if col == "seen:":
-                    stamps = [x for _, v in series.get("values", []) if (x := _finite(v)) is not None]
-                    if stamps:
-                        seen[inst] = max(seen.get(inst, 0.0), max(stamps))
-                    continue
-                if col.startswith("count:"):
-                    for when, inc in _increments(series.get("values", [])):
-                        row = rows.setdefault((inst, when), {"time": when, "source": url, "line": None, "engine_idx": 0})
-                        row[col[6:]] = row.get(col[6:], 0.0) + inc
-                    continue
-                for ts, val in series.get("values", []):
-                    try:
-                        v = float(val)
-                    except (TypeError, ValueError):
-                        continue
-                    if not math.isfinite(v):      # NaN: histogram_quantile with no data; ±Inf: no value either
-                        continue
-                    try:
-                        when = datetime.fromtimestamp(float(ts), tz=timezone.utc).replace(tzinfo=None)
-                    except (TypeError, ValueError, OverflowError, OSError):
-                        continue
-                    if col.startswith("fact:"):
-                        f = col[5:]
-                        ev.set_fact(f, int(v) if f in ("max_num_seqs", "kv_cache_tokens", "max_model_len", "max_sessions", "max_queue_depth", "max_num_batched_tokens") else v,
-                                    url, None, f"{metric} = {v:g}")
-                        continue
-                    row = rows.setdefault((inst, when), {"time": when, "source": url, "line": None, "engine_idx": 0})
-                    row[col] = v
-        for (inst, when), row in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-            finish_row(row)
-            fetched[inst].add_stats(row)
-            fetched[inst].last_seen = when
-        for inst in down_all:
-            ev = fetched[inst]
-            if not ev.stats_rows:              # no engine series: down since before the window
-                ev.counters["scrape_down_all_window"] = 1
-                eng = next((e for p_, e in ENGINE_OF for m in names if m.startswith(p_)), None)
-                if eng:
-                    ev.set_fact("engine", eng, override=False)
-            else:
-                ev.counters.pop("scrape_down_all_window", None)
-        for inst in [i for i, e in fetched.items() if not e.stats_rows and not e.counters.get("scrape_down_all_window")]:
-            del fetched[inst]                  # only the `up` series, and it was up: nothing to say
-        for inst, ts in seen.items():
-            if inst in fetched:
-                fetched[inst].last_seen = datetime.fromtimestamp(ts, tz=timezone.utc).replace(tzinfo=None)
-        # Latency quantiles of the whole window, from each histogram's increase over it (what a
-        # dashboard's "p95 over the last 2 h" means), beside the rolling 5-minute series above;
-        # and where a request's time goes (queue, prefill, decode, end to end), over the window.
-        whole = f"{max(int(span), 60)}s"
-
-        def instant(expr: str) -> list:
-            try:
-                return pc.custom_query(expr, params={"time": f"{end.timestamp():.3f}"}) or []
-            except Exception:             # the series above still stand; this figure stays unknown
-                return []
-
-        def window_ratio(num: str, den: str, key: str, scale: float = 1) -> None:
-            """One counter's increase over the window divided by another's, per instance: a
-            histogram's mean (sum / count), a hit rate, a prompt length."""
-            for series in instant(f"sum by ({by}) (increase({sel_for(num)}[{whole}])) / "
-                                  f"sum by ({by}) (increase({sel_for(den)}[{whole}])) * {scale}"):
-                inst, val = instance_of(series.get("metric", {})) or "all", _finite((series.get("value") or [None, None])[1])
-                if inst in fetched and val is not None:
-                    fetched[inst].values[f"window_{key}"] = [val]
-
-        for fam, kind in {**HISTOGRAMS, **STAGE_HISTOGRAMS}.items():
-            if fam + "_bucket" not in names or not fetched:
-                continue
-            if fam + "_sum" in names and fam + "_count" in names:
-                window_ratio(fam + "_sum", fam + "_count", f"{kind}_mean")
-            if kind in ("ttft", "e2e") and fam + "_count" in names:
-                # Requests that finished (or got a first token) in the window: work, whatever
-                # the gauges said at the moments they were scraped.
-                for series in instant(f"sum by ({by}) (increase({sel_for(fam + '_count')}[{whole}]))"):
-                    inst, val = instance_of(series.get("metric", {})) or "all", _finite((series.get("value") or [None, None])[1])
-                    if inst in fetched and val is not None:
-                        have = fetched[inst].values.get("window_requests") or [0.0]
-                        fetched[inst].values["window_requests"] = [max(val, have[0])]
-            # One query for the buckets' increase; the three quantiles are read off it here.
-            result = instant(f"sum by (le, {by}) (increase({sel_for(fam + '_bucket')}[{whole}]))")
-            per_inst: dict[str, list] = {}
-            for series in result or []:
-                labels = series.get("metric", {})
-                le, c = _finite(labels.get("le")), _finite((series.get("value") or [None, None])[1])
-                if le is None and labels.get("le") == "+Inf":
-                    le = math.inf
-                if le is not None and c is not None:
-                    per_inst.setdefault(instance_of(labels) or "all", []).append((le, c))
-            for inst, buckets in per_inst.items():
-                if inst in fetched:      # a bound where the rank is in the lowest or the +Inf bucket
-                    put_window(fetched[inst].values, "window", kind, quantiles(buckets))
-        # Prefix-cache hit rate and prompt length over the whole window (totals divided, not a
-        # mean of per-step ratios: a quiet step weighs what it asked).
-        for (num, den), (col, scale) in RATIOS.items():
-            if num in names and den in names and fetched:
-                window_ratio(num, den, col, scale)
+            raise PromError(f"{url}: no vLLM, SGLang, TensorRT-LLM (trtllm-serve, Triton), Dynamo or forge metrics found"
+                            + (f" matching {match}" if match else ""))
+        _finish_instances(L, _run_plan(L, plan, partial))
+        for produce in WINDOW_PRODUCERS:
+            produce(L)
     except PromError:
-        if partial and fetched:
-            notes.append("partial data (--partial): the server failed part-way; the report uses what was fetched")
-            return fetched, notes
+        if partial and L.fetched:
+            L.notes.append("partial data (--partial): the server failed part-way; the report uses what was fetched")
+            return L.fetched, L.notes
         raise
-    return fetched, notes
+    return L.fetched, L.notes
+
+
+def _check_match(pc, match: str, inner: str, url: str, timeout: float) -> None:
+    """A --match Prometheus cannot parse (`{job=}`, a bad regex), said as such, once, before any
+    query built around it: `--match '{job=}': parse error: unexpected "}" …` (the position
+    Prometheus gives is in the query diagnose wrote, so it is left out)."""
+    try:
+        pc.custom_query(f"count(up{{{inner}}})")
+    except Exception as e:
+        err = _api_failure(e, url, timeout, "query failed")
+        text = str(err)             # `URL: query failed (HTTP 400 bad_data: …)`
+        if " bad_data: " in text and text.endswith(")"):
+            raise PromError(f"--match {printable_line(match, 120)}: not a label selector Prometheus accepts "
+                            f"({text.split(' bad_data: ', 1)[1][:-1]})") from None
+        raise err from None
 
 
 MAX_POINTS = 10_000            # per range query; Prometheus' own limit is 11,000

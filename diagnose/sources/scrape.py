@@ -1,10 +1,13 @@
 """A bare `/metrics` endpoint sampled over time (`diagnose --scrape URL --for 60s`): each scrape's
 samples are stamped with the time it was taken and written as Prometheus text, so the rates come
 from the saved samples exactly as from any saved scrape file (one derivation, one set of numbers);
-`--save FILE` keeps them."""
+`--save FILE` keeps them. With `--watch` (`Sampler`) one scrape is added before each pass and the
+file keeps only the last `--since` of them."""
 from __future__ import annotations
 
+import os
 import time
+from collections import deque
 from datetime import datetime, timezone
 
 from .prometheus import MAX_ANSWER_BYTES, METRIC_LINE, AnswerTooBig, BoundedSession, OutOfTime, PromError, _request_error
@@ -76,3 +79,42 @@ def sample(url: str, seconds: float, every: float, path: str, timeout: float = 1
                 break
             time.sleep(min(left, max(0.0, every - (time.monotonic() - t0))))
     return taken
+
+
+class Sampler:
+    """`--scrape URL --watch 10s`: one scrape per pass (`take`), stamped with its time; the file at
+    `path` is rewritten with the scrapes of the last `keep_s` seconds, so the file, and what each
+    pass reads, stay bounded however long the watch runs."""
+
+    def __init__(self, url: str, path: str, keep_s: float, timeout: float = 10.0) -> None:
+        self.url, self.path, self.keep_s, self.timeout = url, path, keep_s, timeout
+        self.head: list[str] = []           # HELP/TYPE of the first scrape
+        self.scrapes: deque = deque()       # (epoch s, sample lines)
+        self.taken = 0
+
+    def take(self) -> None:
+        """One scrape, within `timeout`. Raises PromError (one line) when it fails."""
+        session = BoundedSession(self.timeout, self.timeout)
+        try:
+            r = session.request("GET", self.url, headers={"Accept": "text/plain;version=0.0.4"})
+        except Exception as e:           # requests' own errors, AnswerTooBig, OutOfTime
+            raise _request_error(e, self.url, self.timeout) from None
+        if r.status_code != 200:
+            raise PromError(f"{self.url}: HTTP {r.status_code} from the /metrics endpoint")
+        now = datetime.now(timezone.utc).timestamp()
+        lines = _stamped(r.content[:MAX_ANSWER_BYTES].decode("utf-8", "replace"), int(now * 1000), True)
+        body = [ln for ln in lines if not ln.startswith("#")]
+        if not body:
+            raise PromError(f"{self.url}: no metric samples in the answer (is it a /metrics page?)")
+        if not self.head:
+            self.head = [ln for ln in lines if ln.startswith("#")]
+        self.scrapes.append((now, body))
+        while self.scrapes and self.scrapes[0][0] < now - self.keep_s:
+            self.scrapes.popleft()
+        self.taken += 1
+        tmp = f"{self.path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:     # a pass never reads a half-written file
+            fh.write("\n".join(self.head) + "\n")
+            for _, body in self.scrapes:
+                fh.write("\n".join(body) + "\n")
+        os.replace(tmp, self.path)

@@ -63,6 +63,9 @@ class Engine:
     histograms = _EMPTY
     stage_histograms = _EMPTY
     fact_gauges = _EMPTY
+    # counters judged over the whole window only (their increase): metric -> (key, label whose
+    # values split it, or None) — finished requests by reason, aborted requests
+    window_counters = _EMPTY
     # The launch command: how it starts, flag spellings that mean the same, and the facts that
     # become flags when only a config dump is known: (fact, flag, default)
     command = ""

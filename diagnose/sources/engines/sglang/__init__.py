@@ -25,6 +25,7 @@ ENGINE = Engine(
         "sglang:num_running_reqs": ("running", 1, "sum"), "sglang:num_queue_reqs": ("waiting", 1, "sum"),
         "sglang:token_usage": ("kv_usage", 100, "max"), "sglang:gen_throughput": ("gen_tps", 1, "sum"),
         "sglang:cache_hit_rate": ("prefix_hit", 100, "avg"),
+        "sglang:spec_accept_rate": ("spec_accept", 100, "avg"),
     },
     counters={
         "sglang:generation_tokens_total": ("gen_tps", "rate"), "sglang:prompt_tokens_total": ("prompt_tps", "rate"),
@@ -32,7 +33,11 @@ ENGINE = Engine(
         # retractions and is not a counter
         "sglang:num_retracted_requests_total": ("preemptions", "increase"),
     },
-    ratios={("sglang:prompt_tokens_histogram_sum", "sglang:prompt_tokens_histogram_count"): ("prompt_len", 1)},
+    ratios={("sglang:prompt_tokens_histogram_sum", "sglang:prompt_tokens_histogram_count"): ("prompt_len", 1),
+            # prefix-cache hit tokens over prompt tokens (0.4.9+); the cache_hit_rate gauge is the fallback
+            ("sglang:cached_tokens_total", "sglang:prompt_tokens_total"): ("prefix_hit", 100)},
+    # finished requests (0.4.3+) and aborted ones (0.4.9+)
+    window_counters={"sglang:num_requests_total": ("finished", None), "sglang:num_aborted_requests_total": ("aborted", None)},
     histograms={
         "sglang:time_to_first_token_seconds": "ttft", "sglang:inter_token_latency_seconds": "itl",
         "sglang:time_per_output_token_seconds": "itl",

@@ -38,7 +38,9 @@ ENGINE = Engine(
         ("nv_trt_llm_kv_cache_block_metrics", 'kv_cache_block_type="max"'): ("_kv_max", 1, "sum"),
     },
     counters={"trtllm_generation_tokens_total": ("gen_tps", "rate"), "trtllm_prompt_tokens_total": ("prompt_tps", "rate")},
-    ratios={("trtllm_prompt_cached_tokens_total", "trtllm_prompt_tokens_total"): ("prefix_hit", 100)},
+    ratios={("trtllm_prompt_cached_tokens_total", "trtllm_prompt_tokens_total"): ("prefix_hit", 100),
+            ("trtllm_spec_decode_accepted_tokens_total", "trtllm_spec_decode_drafted_tokens_total"): ("spec_accept", 100)},
+    window_counters={"trtllm_request_success_total": ("finished", "finished_reason")},
     histograms={"trtllm_time_to_first_token_seconds": "ttft", "trtllm_time_per_output_token_seconds": "itl"},
     stage_histograms={
         "trtllm_request_queue_time_seconds": "queue_time", "trtllm_e2e_request_latency_seconds": "e2e",

@@ -34,6 +34,8 @@ ENGINE = Engine(
         # V0 (to 0.6.6): the logged averages; the token counters' rates win where both are read
         "vllm:avg_generation_throughput_toks_per_s": ("gen_tps", 1, "sum"),
         "vllm:avg_prompt_throughput_toks_per_s": ("prompt_tps", 1, "sum"),
+        # V0 (0.5.3–0.9): the draft acceptance rate as a fraction; the token counters win
+        "vllm:spec_decode_draft_acceptance_rate": ("spec_accept", 100, "avg"),
     },
     counters={
         "vllm:generation_tokens_total": ("gen_tps", "rate"), "vllm:prompt_tokens_total": ("prompt_tps", "rate"),
@@ -44,6 +46,8 @@ ENGINE = Engine(
         ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"): ("prefix_hit", 100),
         ("vllm:gpu_prefix_cache_hits_total", "vllm:gpu_prefix_cache_queries_total"): ("prefix_hit", 100),
         ("vllm:request_prompt_tokens_sum", "vllm:request_prompt_tokens_count"): ("prompt_len", 1),
+        # accepted / drafted tokens (V0 0.5.3+, V1 0.8.4+): the draft acceptance rate
+        ("vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_draft_tokens_total"): ("spec_accept", 100),
     },
     histograms={
         "vllm:time_to_first_token_seconds": "ttft", "vllm:inter_token_latency_seconds": "itl",
@@ -52,7 +56,10 @@ ENGINE = Engine(
     stage_histograms={
         "vllm:request_queue_time_seconds": "queue_time", "vllm:e2e_request_latency_seconds": "e2e",
         "vllm:request_prefill_time_seconds": "prefill_time", "vllm:request_decode_time_seconds": "decode_time",
+        # tokens per engine step (a histogram despite its `_total`)
+        "vllm:iteration_tokens_total": "iteration_tokens",
     },
+    window_counters={"vllm:request_success_total": ("finished", "finished_reason")},
     command="vllm serve",
     aliases={"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
              "--tensor_parallel_size": "--tensor-parallel-size"},
