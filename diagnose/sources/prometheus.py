@@ -12,6 +12,7 @@ import re
 from datetime import datetime, timedelta, timezone
 
 from ..clock import at as clock_at
+from ..evidence.facts import INT_FACTS      # a `fact:` metric of an integer fact is read as one
 from ..evidence.model import Evidence, InputInfo, _finite
 from .engines import ENGINES, merged
 from .readers.files import InputError
@@ -86,7 +87,6 @@ for (_m, _lab), _spec in LABELLED_GAUGES.items():
 # the same column (SGLang's gen_throughput, vLLM V0's avg_generation_throughput_toks_per_s and
 # gpu_prefix_cache_hit_rate) is only the fallback — added on top, it counted the tokens twice.
 RATE_COLS = {col for col, how in COUNTERS.values() if how == "rate"} | {col for col, _ in RATIOS.values()}
-INT_FACTS = ("max_num_seqs", "kv_cache_tokens", "max_model_len", "max_sessions", "max_queue_depth", "max_num_batched_tokens")
 QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
 
 

@@ -104,7 +104,8 @@ DISAGG_HINTS_RE = re.compile("isaggregation|kv_role|prefill-worker|kv_connector"
 KV_FAILED_REQS = re.compile(r"Failing (?P<n>\d+) request\(s\) due to KV load failure")
 # A Hugging Face hub cache path names the checkpoint (`models--openai--gpt-oss-120b/snapshots/…`):
 # the model where no argument says it (trtllm-serve prints none). Used only when nothing else names it.
-HF_SNAPSHOT = re.compile(r"models--(?P<org>[\w.]+(?:-[\w.]+)*)--(?P<name>[\w.\-]{1,200})/snapshots/")
+# (a Windows path writes it with backslashes)
+HF_SNAPSHOT = re.compile(r"models--(?P<org>[\w.]+(?:-[\w.]+)*)--(?P<name>[\w.\-]{1,200})[/\\]snapshots[/\\]")
 MAX_PREFIXES = 100_000
 PROBE_PATHS = ("/metrics", "/health", "/ping", "/v1/models", "/version", "/load")
 
@@ -122,7 +123,7 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
         _exception_line(msg, line, ev, life, when)     # not consumed: OOM and KV wordings below read it too
     if line.ip:
         ev.ray_ips.add(line.ip)
-    if "/snapshots/" in msg and "model" not in ev.facts and "hf_snapshot" not in ev.events:
+    if ("/snapshots/" in msg or "\\snapshots\\" in msg) and "model" not in ev.facts and "hf_snapshot" not in ev.events:
         m = HF_SNAPSHOT.search(msg)
         if m:
             ev.add_event("hf_snapshot", src, n, line.raw[:300], when, model=f"{m.group('org')}/{m.group('name')}")

@@ -28,6 +28,11 @@ STREAM = re.compile(r"^(?:(?P<svc>[A-Za-z0-9][\w.-]*?[-_]\d+)\s+\| |\[pod/(?P<po
 # the opening parenthesis of the first one.
 PROC = re.compile(r"^\(?(?:(?P<name>[^()]*?) )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.:a-f]+))?\) ")
 REPEATED = re.compile(r" \[repeated (\d+)x across cluster\]\s*$")
+# A harness relaying a child server's lines under its own logger header: `[ts] [its.logger] [INFO]
+# [worker_0] ` and then the server's own header and message. The tags name the child: its stream.
+RELAY = re.compile(r"(?:\[[\w.\-]{1,80}\] ){1,4}")
+RELAY_TAG = re.compile(r"\[([\w.\-]+)\] ")
+LEVELS = frozenset(("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL"))
 # Each engine's logger header is declared in its folder (engines/<name>/header.py) and tried
 # in the registry's order.
 HEADERS = tuple(e.header for e in ENGINES.values() if e.header)
@@ -107,10 +112,18 @@ def peel(source: str, lineno: int, text: str) -> Line:
         if h is not None:
             text = text[at:]
     if h is not None:
+        text = text[h.end:]
+        if text[:1] == "[":
+            m = RELAY.match(text)
+            inner = _header(text[m.end():]) if m else None
+            if inner is not None:
+                names = [t for t in RELAY_TAG.findall(m.group(0)) if t.upper() not in LEVELS and "." not in t]
+                stream = stream or (names[-1] if names else None)
+                text = text[m.end():]
+                h, text = inner, text[inner.end:]
         fmt, level, stamp, tags = h.fmt, h.level, h.stamp, h.tags
         if h.date:
             dt = _dt(h.date, h.hms)
-        text = text[h.end:]
     return Line(source, lineno, raw, text, proc, ip, level, stamp, iso, repeat, dt, fmt, tags, stream)
 
 

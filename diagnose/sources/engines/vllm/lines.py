@@ -41,7 +41,10 @@ KV_RESERVED = re.compile(r"model weights take (?P<w>[\d.]+)GiB;.*reserved for KV
 TOTAL_MEM = re.compile(r"total_gpu_memory \((?P<t>[\d.]+)GiB\) x gpu_memory_utilization \((?P<u>[\d.]+)\)")
 PROFILE_1L = re.compile(r"Memory profiling results: total_gpu_memory=(?P<t>[\d.]+)GiB.*kv_cache_size=(?P<kv>[\d.]+)GiB gpu_memory_utilization=(?P<u>[\d.]+)")
 # The fraction in use, said by the engine itself (V1 0.21+), whatever the default of the version.
-GMU_STATED = re.compile(r"current --gpu-memory-utilization=(?P<u>[\d.]+) is equivalent|Desired GPU memory utilization is \((?P<v>[\d.]+), ")
+# The start-up memory check in both wordings: `Desired GPU memory utilization is (0.9, 72 GiB)` and
+# (later versions) `… on startup is less than desired GPU memory utilization (0.92, 10.57 GiB)`.
+GMU_STATED = re.compile(r"current --gpu-memory-utilization=(?P<u>[\d.]+) is equivalent"
+                        r"|[Dd]esired GPU memory utilization(?: is)? \((?P<v>[\d.]+), ")
 # `--kv-cache-memory-bytes` given: the KV cache is that size whatever memory is free (0.12+).
 KV_PINNED = re.compile(r"Initial free memory (?P<free>[\d.]+) GiB, reserved (?P<kv>[\d.]+) GiB for KV Cache as specified by kv_cache_memory_bytes")
 WEIGHTS = re.compile(r"(?:Loading model weights took|Model loading took) (?P<g>[\d.]+) (?:GiB|GB)(?: memory)?(?: and (?P<s>[\d.]+) seconds)?")
