@@ -337,3 +337,21 @@ def test_autodeploy_lines_are_read_and_its_stand_in_kv_pool_is_no_capacity():
     assert dep["tensor_parallel_size"] == 1          # world_size=1
     assert dep.get("kv_cache_tokens") is None
     assert not {"kv-capacity-low", "engine-crash"} & {f["id"] for f in d["findings"]}
+
+
+def test_a_harness_relaying_its_workers_lines_under_its_own_header_is_read_as_the_workers():
+    """A test harness re-logs two SGLang workers' output behind its own `[ts] [logger] [INFO]
+    [worker_N] ` header: the servers' own lines behind it (stats, launch) are read, each worker
+    its own stream."""
+    d = report(REAL / "sglang-luoxiaogan-llama2-7b-2workers-router-test.log")
+    (a,) = analyses(d)
+    assert a["verdict"]["bottleneck"] == "client-bound", a["verdict"]
+    assert {x.get("stream") for x in a["launches"]} >= {"worker_0", "worker_1"}, a["launches"]
+    assert d["inputs"][0]["coverage"]["unread_engine_lines"] == 0      # 843 Decode/Prefill lines before
+
+
+def test_a_windows_hugging_face_cache_path_names_the_model_and_the_startup_check_its_memory_share():
+    (a,) = analyses(report(REAL / "vllm-sebastianmechno-sys-qwen35-4b-awq-rx6750xt-windows-offline.log"))
+    assert a["deployment"]["model"] == "cyankiwi/Qwen3.5-4B-AWQ-4bit"
+    (b,) = analyses(report(REAL / "vllm-josephwoodall-qwen36-35b-a3b-startup-free-memory-crash.log"))
+    assert b["deployment"]["gpu_memory_utilization"] == 0.92       # `… less than desired GPU memory utilization (0.92, …)`
