@@ -91,8 +91,19 @@ def clean_findings(p: Path) -> frozenset:
     return findings(_clean_analysis(p))
 
 
+# The properties that need a seed's clean reading draw from a share of the fixtures: each seed is
+# read and diagnosed once first (~0.2 s), and the rule cases' and real logs' heads are alike
+# enough that every second rule case and every third real log give the same shapes (all of them
+# are read whole by test_rule_cases, test_readers_agree, test_prefilter and the corpus tests).
+def _stride(p: Path) -> int:
+    return 3 if p.parent == FIXTURES / "real" else 2 if FIXTURES / "rules" in p.parents else 1
+
+
+SEED_FILES = [p for i, p in enumerate(ALL_FILES) if i % _stride(p) == 0]
+
+
 def seeds_of(kind_prefix: str | tuple) -> list[Path]:
-    return [p for p in ALL_FILES if (i := seed_kind(p)) is not None and i[0].startswith(kind_prefix)]
+    return [p for p in SEED_FILES if (i := seed_kind(p)) is not None and i[0].startswith(kind_prefix)]
 
 
 _TMP = Path(tempfile.mkdtemp(prefix="fuzz-", dir=TEST_TMP))
