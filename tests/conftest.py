@@ -51,6 +51,18 @@ if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
     compileall.compile_dir(str(ROOT / "diagnose"), quiet=2)
 
 
+# The suite runs on two workers, a test file at a time each (`--dist loadfile`), in collection
+# order: the longest files first, so that neither worker is left with one of them at the end.
+SLOW_FIRST = ("test_fuzz.py", "test_hostile_inputs.py", "test_readers_agree.py", "test_packaging.py",
+              "test_prometheus_live.py", "test_real_corpus.py", "test_metrics_one_way.py", "test_readme_commands.py",
+              "test_action.py", "test_prefilter.py", "test_signal_producers.py", "test_rule_cases.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))      # stable: each file's own order kept
+
+
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(TEST_TMP, ignore_errors=True)
 
