@@ -153,9 +153,16 @@ def run_case(case: dict, rules=None) -> CaseResult:
     return res
 
 
-def run_all(only: str | None = None) -> list[CaseResult]:
+def run_all(only: str | None = None, jobs: int = 1) -> list[CaseResult]:
+    """Every case (or those whose file name holds `only`), in order; `jobs` > 1 diagnoses them in
+    that many forked processes (the script does; a test worker, which runs threads, does not fork)."""
     cases = [c for c in load_cases() if not only or only in (c.get("file") or c["files"][0])]
-    return [run_case(c) for c in cases]
+    if jobs < 2 or len(cases) < 8:
+        return [run_case(c) for c in cases]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(run_case, cases, chunksize=4))
 
 
 def totals(results: list[CaseResult]) -> dict:
@@ -289,7 +296,9 @@ def main(argv=None) -> int:
     ap.add_argument("--update-readme", action="store_true", help="write the tables into README.md's accuracy section")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    results = run_all(a.only)
+    import os
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    results = run_all(a.only, jobs=min(cores, 4))
     if a.update_readme:
         update_readme(results)
     print(render(results, markdown=a.markdown, cases=a.cases))
