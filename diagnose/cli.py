@@ -389,12 +389,26 @@ def _live(files, prom, kw, every, window, format, fail_on, verbose, stop=None, f
     _stop_waiting_for_threads(0)
 
 
+def _scrape_file(url: str, save: str | None) -> str:
+    """--scrape's URL checked, and where its samples go: --save, or a temporary file removed at exit."""
+    import atexit
+    import os
+    import tempfile
+    from .sources.prometheus import display_url
+    if not url.lower().startswith(("http://", "https://")):
+        _die(f"--scrape: URL needs http:// or https:// (got {display_url(url)!r})")
+    if save:
+        return save
+    fd, path = tempfile.mkstemp(prefix="diagnose-scrape-", suffix=".prom")
+    os.close(fd)
+    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    return path
+
+
 def _scrape_watch(url: str, watch: str, since: str, save: str | None, timeout: float):
     """--scrape URL --watch DURATION: the sampler (sources/scrape.Sampler), its first two scrapes
     taken DURATION apart (rates need two), keeping the last --since of them in --save or a
     temporary file."""
-    import os
-    import tempfile
     import time
     from .sources.prometheus import PromError, display_url, parse_since
     from .sources.scrape import Sampler
@@ -404,15 +418,7 @@ def _scrape_watch(url: str, watch: str, since: str, save: str | None, timeout: f
         _die(f"--watch/--since: {e}")
     if not 0 < every <= keep:
         _die(f"--scrape: --watch ({watch}) must be more than 0 and at most --since ({since})")
-    if not url.lower().startswith(("http://", "https://")):
-        _die(f"--scrape: URL needs http:// or https:// (got {display_url(url)!r})")
-    if save:
-        path = save
-    else:
-        fd, path = tempfile.mkstemp(prefix="diagnose-scrape-", suffix=".prom")
-        os.close(fd)
-        import atexit
-        atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    path = _scrape_file(url, save)
     sampler = Sampler(url, path, keep, timeout=min(timeout, 30.0))
     print(f"sampling {display_url(url)} every {watch} (the diagnosis over the last {since})…", file=sys.stderr)
     try:
@@ -428,8 +434,6 @@ def _scrape_watch(url: str, watch: str, since: str, save: str | None, timeout: f
 
 def _scrape(url: str, duration: str, interval: str, save: str | None, timeout: float) -> str:
     """--scrape: sample the endpoint; the path of the samples (--save, or a temporary file)."""
-    import os
-    import tempfile
     from .sources.prometheus import PromError, display_url, parse_since
     from .sources.scrape import sample
     try:
@@ -438,15 +442,7 @@ def _scrape(url: str, duration: str, interval: str, save: str | None, timeout: f
         _die(f"--for/--interval: {e}")
     if not 0 < every <= seconds <= 86400:
         _die(f"--scrape: --interval ({interval}) must be more than 0 and at most --for ({duration}, at most 1d)")
-    if not url.lower().startswith(("http://", "https://")):
-        _die(f"--scrape: URL needs http:// or https:// (got {display_url(url)!r})")
-    if save:
-        path = save
-    else:
-        fd, path = tempfile.mkstemp(prefix="diagnose-scrape-", suffix=".prom")
-        os.close(fd)
-        import atexit
-        atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    path = _scrape_file(url, save)
     print(f"sampling {display_url(url)} every {interval} for {duration}…", file=sys.stderr)
     try:
         n = sample(url, seconds, every, path, timeout=min(timeout, 30.0))
