@@ -71,17 +71,26 @@ def compile_expr(text: str, where: str = "") -> ast.Expression:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as e:
         raise ExprError(f"{where}: syntax error in expression: {e.msg}") from None
-    _check(tree, where, 0)
+    names: list[str] = []
+    _check(tree, where, 0, names)
+    tree.names = tuple(names)       # what it reads, for the loader's name check (no second walk)
     return tree
 
 
-def _check(node, where, depth):
+def names_of(tree) -> tuple:
+    """The variable names an expression compiled here reads (not the functions it calls)."""
+    return tree.names
+
+
+def _check(node, where, depth, names):
     if depth > MAX_DEPTH:
         raise ExprError(f"{where}: expression nested deeper than {MAX_DEPTH}")
     if not isinstance(node, ALLOWED):
         raise ExprError(f"{where}: `{type(node).__name__}` is not allowed in rule expressions")
-    if isinstance(node, ast.Name) and (node.id.startswith("_") or "__" in node.id):
-        raise ExprError(f"{where}: name `{node.id}` is not allowed")
+    if isinstance(node, ast.Name):
+        if node.id.startswith("_") or "__" in node.id:
+            raise ExprError(f"{where}: name `{node.id}` is not allowed")
+        names.append(node.id)
     if isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name) or (node.func.id not in FUNCS and node.func.id not in SPECIAL):
             fn = getattr(node.func, "id", type(node.func).__name__)
@@ -91,12 +100,12 @@ def _check(node, where, depth):
         if node.func.id == "known_or" and len(node.args) != 2:
             raise ExprError(f"{where}: known_or takes two arguments: a value and what to use when it is unknown")
         for a in node.args:
-            _check(a, where, depth + 1)
+            _check(a, where, depth + 1, names)
         return
     if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, str, bool, type(None))):
         raise ExprError(f"{where}: constant of type {type(node.value).__name__} is not allowed")
     for child in ast.iter_child_nodes(node):
-        _check(child, where, depth + 1)
+        _check(child, where, depth + 1, names)
 
 
 def evaluate(tree: ast.Expression, names: dict):

@@ -48,9 +48,16 @@ EXPR_BUILTINS = frozenset({"known", "known_or", "True", "False", "None"})
 
 
 def signal_catalogue() -> dict[str, dict]:
-    """diagnose/data/signals.toml: every signal with its unit and source (`diagnose rules --signals`)."""
-    path = Path(__file__).resolve().parent.parent / "data" / "signals.toml"
-    return _parsed.loads(path.read_text(encoding="utf-8")).get("signals", {})
+    """diagnose/data/signals.toml: every signal with its unit and source (`diagnose rules --signals`).
+    Read once a run: every rule's names are checked against it (45 reads were half of loading the rules)."""
+    global _catalogue
+    if _catalogue is None:
+        path = Path(__file__).resolve().parent.parent / "data" / "signals.toml"
+        _catalogue = _parsed.loads(path.read_text(encoding="utf-8")).get("signals", {})
+    return _catalogue
+
+
+_catalogue: dict | None = None     # read-only once loaded: callers copy before adding names
 
 
 def _nearest(name: str, choices) -> str:
@@ -299,8 +306,7 @@ def load_rule(path: Path, domain: str = "user") -> Rule:
 def _check_names(rule: Rule, raw: str) -> None:
     """Every name an expression or `requires` uses is a catalogued signal, a param of the rule or
     a built-in: `tensor_paralel_size` is an error naming the line, not a rule that is never applicable."""
-    import ast
-    from .expr import FUNCS
+    from .expr import FUNCS, names_of
     known = signal_catalogue()
     for name, _, _ in rule.lets:
         if name in known:
@@ -310,16 +316,15 @@ def _check_names(rule: Rule, raw: str) -> None:
         from .sustained import COLUMNS, NAMES
         known = {**known, **dict.fromkeys(NAMES)}
         per_sample = {**known, **dict.fromkeys(COLUMNS)}
-        for n in ast.walk(rule.sustained["when"]):
-            if isinstance(n, ast.Name) and n.id not in per_sample and n.id not in rule.params and n.id not in FUNCS \
-                    and n.id not in EXPR_BUILTINS:
-                raise RuleError(f"{rule.path}:{_line_of(raw, 'when')}: unknown sample column or signal `{n.id}`"
-                                f"{_nearest(n.id, list(COLUMNS) + list(known))}")
+        for n in names_of(rule.sustained["when"]):
+            if n not in per_sample and n not in rule.params and n not in FUNCS and n not in EXPR_BUILTINS:
+                raise RuleError(f"{rule.path}:{_line_of(raw, 'when')}: unknown sample column or signal `{n}`"
+                                f"{_nearest(n, list(COLUMNS) + list(known))}")
     trees = [rule.condition, *(t for _, t, _ in rule.lets), *rule.templates.values(), *(t for t, _ in rule.severity_if),
              *(t for t, _ in rule.confidence_if)]
     if rule.impact_score is not None:
         trees.append(rule.impact_score)
-    used = [n.id for t in trees for n in ast.walk(t) if isinstance(n, ast.Name)] + list(rule.requires)
+    used = [n for t in trees for n in names_of(t)] + list(rule.requires)
     for name in used:
         if name in known or name in rule.params or name in FUNCS or name in EXPR_BUILTINS:
             continue

@@ -119,18 +119,17 @@ def _first_true(pairs: list, vals: dict, default: str) -> str:
 
 def _unknown_reason(rule: Rule, names: dict) -> str:
     """Which of the condition's inputs are unknown: the signals, not the whole expression."""
-    import ast
-    from .expr import FUNCS, SPECIAL
+    from .expr import FUNCS, SPECIAL, names_of
     lets = {name: tree for name, tree, _ in rule.lets}
 
     def inputs(tree, seen=()):
-        for n in ast.walk(tree):
-            if not isinstance(n, ast.Name) or n.id in FUNCS or n.id in SPECIAL or n.id in ("True", "False", "None"):
+        for n in names_of(tree):
+            if n in FUNCS or n in SPECIAL or n in ("True", "False", "None"):
                 continue
-            if n.id in lets and n.id not in seen:     # a named sub-expression: the signals it reads
-                yield from inputs(lets[n.id], (*seen, n.id))
-            elif n.id not in lets:
-                yield n.id
+            if n in lets and n not in seen:     # a named sub-expression: the signals it reads
+                yield from inputs(lets[n], (*seen, n))
+            elif n not in lets:
+                yield n
     used = sorted(set(inputs(rule.condition)))
     unknown = [n for n in used if names.get(n) is None]
     return "inputs unknown: " + (", ".join(unknown) if unknown else rule.condition_text)

@@ -14,11 +14,10 @@ Without a steady window (too few samples) they are unknown: the rule says *not a
 """
 from __future__ import annotations
 
-import ast
 import re
 
 from ..values import is_unknown
-from .expr import evaluate
+from .expr import evaluate, names_of
 
 # The names a rule's expressions get from its `[sustained]` table.
 NAMES = ("sustained", "sustained_samples", "sustained_seconds", "sustained_share", "sustained_from",
@@ -98,7 +97,7 @@ def evaluate_sustained(spec: dict, names: dict, samples: dict | None) -> dict:
 
 def _columns_of(tree) -> tuple:
     """The sample columns an expression names (a few nodes: walked once per rule and window)."""
-    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    names = set(names_of(tree))
     return tuple(c for c in COLUMNS if c in names)
 
 
