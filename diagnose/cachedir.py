@@ -1,5 +1,6 @@
-"""Where diagnose keeps what it parses between runs: the parsed rule files (ruleset/rules). (The C
-scanner is built at install, beside its source: nothing is compiled into this cache.)
+"""Where diagnose keeps what it parses between runs: the parsed rule files and data tables
+(tomlcache.py). (The C scanner is built at install, beside its source: nothing is compiled into
+this cache.)
 
 The directory is $XDG_CACHE_HOME/diagnose when XDG_CACHE_HOME is an absolute path, else
 ~/.cache/diagnose: the XDG Base Directory spec says a relative path there is invalid and must be
@@ -8,7 +9,7 @@ ignored (it would make the cache depend on the directory diagnose was started fr
 What is read back from it must be this user's alone: a file or directory owned by someone else,
 or writable by group or others, could have been replaced by someone else (a forged rule changes
 the advice). `private()` says whether a stat result passes. Only os and stat: this module is
-on every run's path (the rules cache)."""
+on every run's path (the parsed TOML cache)."""
 from __future__ import annotations
 
 import os

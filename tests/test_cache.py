@@ -1,4 +1,4 @@
-"""The cache in $XDG_CACHE_HOME/diagnose (diagnose/cachedir.py): the parsed rule files. Entries go
+"""The cache in $XDG_CACHE_HOME/diagnose (diagnose/cachedir.py): the parsed rule files and data tables. Entries go
 by last use; only this user's own files are read back; a relative XDG_CACHE_HOME is ignored. The
 slower path without the C scanner is said once, where it matters (the C scanner itself is built at
 install: tests/test_packaging.py). Every test uses a temporary cache, never ~/.cache."""
@@ -29,21 +29,21 @@ def need_cc():
 
 # (1) last use -------------------------------------------------------------------------------
 
-def test_parsed_rules_are_kept_by_last_use(tmp_path, monkeypatch):
-    from diagnose.ruleset import rules
+def test_parsed_toml_files_are_kept_by_last_use(tmp_path, monkeypatch):
+    from diagnose import tomlcache
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr(rules._ParsedFiles, "KEEP", 3)
+    monkeypatch.setattr(tomlcache.ParsedFiles, "KEEP", 3)
     texts = {k: f'id = "{k}"\n' for k in "abcd"}
-    first = rules._ParsedFiles()
+    first = tomlcache.ParsedFiles()
     for k in "abc":
         first.loads(texts[k])
     first.save()
-    second = rules._ParsedFiles()
+    second = tomlcache.ParsedFiles()
     assert second.loads(texts["a"]) == {"id": "a"}  # a hit: a is the most recently used now
     second.loads(texts["d"])                        # something new: the file is written
     second.save()
     import json
-    kept = [json.loads(v)["id"] for v in json.loads(rules._ParsedFiles.path().read_text()).values()]
+    kept = [json.loads(v)["id"] for v in json.loads(tomlcache.ParsedFiles.path().read_text()).values()]
     assert kept == ["c", "a", "d"]                  # b, unused longest, went; a, the oldest entry, stayed
 
 
@@ -75,14 +75,14 @@ def test_a_group_writable_cache_dir_of_ones_own_is_tightened(tmp_path):
     cache.mkdir()
     os.chmod(cache, 0o775)                          # made under umask 002 by an earlier version
     _rules_run(tmp_path, tmp_path)
-    assert (cache / "rules-parsed-v1.json").exists() and not cache.stat().st_mode & 0o022
+    assert (cache / "parsed-toml-v1.json").exists() and not cache.stat().st_mode & 0o022
 
 
 def test_a_cache_dir_of_someone_else_is_not_written(tmp_path, monkeypatch):
-    from diagnose.ruleset import rules
+    from diagnose import tomlcache
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr(rules, "private_dir", lambda d, create=True: False)
-    parsed = rules._ParsedFiles()
+    monkeypatch.setattr(tomlcache, "private_dir", lambda d, create=True: False)
+    parsed = tomlcache.ParsedFiles()
     assert parsed.loads('id = "x"\n') == {"id": "x"}
     parsed.save()
     assert not list(tmp_path.rglob("*.json"))
@@ -100,30 +100,30 @@ def test_a_cache_dir_owned_by_another_user_is_not_used(tmp_path):
 
 def test_parsed_rules_from_a_file_others_can_write_are_not_used(tmp_path, monkeypatch):
     import json
-    from diagnose.ruleset import rules
+    from diagnose import tomlcache
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     text = 'id = "x"\n'
-    first = rules._ParsedFiles()
+    first = tomlcache.ParsedFiles()
     first.loads(text)
     first.save()
-    path = rules._ParsedFiles.path()
+    path = tomlcache.ParsedFiles.path()
     doc = json.loads(path.read_text())
     path.write_text(json.dumps({k: json.dumps({"id": "forged"}) for k in doc}))
-    assert rules._ParsedFiles().loads(text) == {"id": "forged"}     # this user's own file: used
+    assert tomlcache.ParsedFiles().loads(text) == {"id": "forged"}     # this user's own file: used
     os.chmod(path, 0o666)
-    assert rules._ParsedFiles().loads(text) == {"id": "x"}          # writable by others: parsed anew
+    assert tomlcache.ParsedFiles().loads(text) == {"id": "x"}          # writable by others: parsed anew
 
 
 # (3) a relative XDG_CACHE_HOME ---------------------------------------------------------------
 
 def test_a_relative_xdg_cache_home_is_ignored(tmp_path, monkeypatch):
     from diagnose.cachedir import cache_dir
-    from diagnose.ruleset.rules import _ParsedFiles
+    from diagnose.tomlcache import ParsedFiles
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
     home_cache = tmp_path / "home" / ".cache" / "diagnose"
     assert cache_dir() == home_cache
-    assert _ParsedFiles.path().parent == home_cache
+    assert ParsedFiles.path().parent == home_cache
     monkeypatch.setenv("XDG_CACHE_HOME", "")
     assert cache_dir() == home_cache
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "abs"))
@@ -137,7 +137,7 @@ def test_a_run_with_a_relative_xdg_cache_home_writes_nothing_where_it_was_starte
     p = subprocess.run([sys.executable, "-m", "diagnose", "rules"], env=env, cwd=work, capture_output=True, timeout=120)
     assert p.returncode == 0, p.stderr.decode()
     assert list(work.iterdir()) == []
-    assert (tmp_path / "home" / ".cache" / "diagnose" / "rules-parsed-v1.json").exists()
+    assert (tmp_path / "home" / ".cache" / "diagnose" / "parsed-toml-v1.json").exists()
 
 
 # (4) the slower path, said once ------------------------------------------------------------------

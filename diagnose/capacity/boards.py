@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import re
-from diagnose._compat import tomllib
 from functools import lru_cache
 from pathlib import Path
+
+from ..tomlcache import read_toml
 
 TABLE = Path(__file__).resolve().parent.parent / "data" / "gpus.toml"
 
@@ -13,8 +14,7 @@ TABLE = Path(__file__).resolve().parent.parent / "data" / "gpus.toml"
 def boards() -> list[dict]:
     if not TABLE.exists():
         return []
-    with open(TABLE, "rb") as fh:
-        return tomllib.load(fh).get("gpu", [])
+    return read_toml(TABLE).get("gpu", [])
 
 
 def lookup(name: str | None) -> dict | None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-from diagnose._compat import tomllib
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
+
+from ..tomlcache import read_toml
 
 TABLE = Path(__file__).resolve().parent.parent / "data" / "models.toml"
 
@@ -125,8 +126,7 @@ def sliding_count(spec, layers: int) -> int:
 def table() -> list[dict]:
     if not TABLE.exists():
         return []
-    with open(TABLE, "rb") as fh:
-        return tomllib.load(fh).get("model", [])
+    return read_toml(TABLE).get("model", [])
 
 
 def _from_row(row: dict, name: str | None = None) -> ModelFacts:

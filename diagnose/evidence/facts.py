@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .._compat import tomllib
+from ..tomlcache import read_toml
 
-_DOC = tomllib.loads((Path(__file__).resolve().parent.parent / "data" / "facts.toml").read_text(encoding="utf-8"))
+_DOC = read_toml(Path(__file__).resolve().parent.parent / "data" / "facts.toml")
 CATALOGUE: dict[str, dict] = _DOC["facts"]
 
 

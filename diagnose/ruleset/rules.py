@@ -5,16 +5,12 @@ bad file is rejected with an error naming the file and line.
 """
 from __future__ import annotations
 
-import json
-import os
 import re
-import tempfile
 from diagnose._compat import tomllib
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cachedir import cache_dir, private_dir, private_file
+from ..tomlcache import parsed as _parsed
 from ..sources.engines import NAMES
 from .expr import ExprError, compile_expr
 
@@ -127,65 +123,6 @@ def load_rules(extra_dirs: list[str] | None = None) -> list[Rule]:
     return list(rules.values())
 
 
-class _ParsedFiles:
-    """Rule files as tomllib parsed them, kept between runs in $XDG_CACHE_HOME/diagnose and keyed by a digest of each file's text, so an edited file is parsed anew:
-    parsing is half the time of loading the rules, ~25 ms of every run. Where the cache cannot
-    be read or written, or is not this user's alone (cachedir.private_file), files are parsed
-    every time. Entries are kept by last use: a hit moves its entry to the end, and a run that
-    parsed something new writes the file with the KEEP most recently used (a run with only hits
-    writes nothing: its uses are recorded by the next run that writes)."""
-
-    KEEP = 1000     # entries: the built-in rules of a few versions, and the user's own
-
-    def __init__(self) -> None:
-        self.entries: dict[str, str] | None = None     # digest -> the parsed file, as JSON
-        self.new = False
-
-    @staticmethod
-    def path() -> Path:
-        return cache_dir() / "rules-parsed-v1.json"
-
-    def loads(self, raw: str) -> dict:
-        if self.entries is None:
-            try:
-                path = self.path()
-                self.entries = dict(json.loads(path.read_text(encoding="utf-8"))) if private_file(path) else {}
-            except (OSError, ValueError, TypeError):
-                self.entries = {}
-        # Two checksums and the length: an edit that keeps all three is not a real risk, and
-        # zlib is loaded already (hashlib would load OpenSSL: 10 ms of every run).
-        b = raw.encode("utf-8", "surrogatepass")
-        key = f"{zlib.crc32(b):08x}{zlib.adler32(b):08x}{len(b):x}"
-        hit = self.entries.pop(key, None)
-        if isinstance(hit, str):
-            self.entries[key] = hit         # last used: to the end
-            return json.loads(hit)          # fresh objects each time: rules may be changed after
-        d = tomllib.loads(raw)
-        try:
-            self.entries[key] = json.dumps(d)
-            self.new = True
-        except (TypeError, ValueError):     # TOML dates do not go into JSON: parsed every run
-            pass
-        return d
-
-    def save(self) -> None:
-        if not self.new or self.entries is None:
-            return
-        self.new = False
-        keep = dict(list(self.entries.items())[-self.KEEP:])
-        path = self.path()
-        if not private_dir(path.parent):
-            return
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=".rules-", dir=path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(keep, fh)
-            os.replace(tmp, path)           # two runs writing at once each leave a whole file
-        except OSError:
-            pass
-
-
-_parsed = _ParsedFiles()
 
 
 def _line_of(text: str, key: str) -> int:
