@@ -22,6 +22,10 @@ SAMPLES_DIR = FIXTURES / "samples"
 # leaves anything in the real ~/.cache. Set before any test imports diagnose or starts it.
 TEST_TMP = Path(tempfile.mkdtemp(prefix="diagnose-tests-"))
 os.environ["XDG_CACHE_HOME"] = str(TEST_TMP / "cache")
+# What several test files compute alike (the small-log path's reading of a fixture), kept once for
+# the whole run: the first process to load this file (the run's, before its workers start, which
+# inherit the environment) names the folder, inside its own TEST_TMP, removed with it.
+SHARED = Path(os.environ.setdefault("DIAGNOSE_TESTS_SHARED", str(TEST_TMP / "shared")))
 
 
 def _native_library_in_the_checkout() -> None:
@@ -169,6 +173,38 @@ def wrapped_dump_log(tmp_path: Path) -> tuple[Path, list[str]]:
     p = tmp_path / "wrapped.log"
     p.write_text("".join(out) * 3, encoding="utf-8")
     return p, out
+
+
+def small_path_reading(path: Path):
+    """How the small-log path (every line looked at: the reference of the other readers) reads one
+    fixture: `evidence_summary`, the share understood ("share") and the line each launch begins at
+    ("launches"); or the input error's text. Read once a run, whichever worker asks first
+    (tests/test_readers_agree.py and tests/test_prefilter.py both compare with it)."""
+    import pickle
+    key = SHARED / (str(path.relative_to(FIXTURES)).replace(os.sep, "__") + ".pickle")
+    try:
+        return pickle.loads(key.read_bytes())
+    except (OSError, EOFError, pickle.UnpicklingError):
+        pass
+    from diagnose.sources import InputError, load, resolve
+    from diagnose.sources.loading import read_input
+    from diagnose.sources.readers import bulk
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bulk, "FAST_MIN_BYTES", 10**15)
+        try:
+            ev = load(resolve([str(path)]))
+            # a reader that counted a segment's access lines before its launch lines were read
+            # split launches the others did not: where each launch begins is compared too
+            launches = [p.launch_line[0] if p.launch_line else None for inp in resolve([str(path)])
+                        for p in read_input(inp).pieces]
+            got = {**evidence_summary(ev), "launches": launches, "share": coverage_share(ev)}
+        except InputError as e:
+            got = str(e)
+    SHARED.mkdir(parents=True, exist_ok=True)
+    tmp = key.with_name(f".{key.name}.{os.getpid()}")
+    tmp.write_bytes(pickle.dumps(got))
+    os.replace(tmp, key)            # two workers writing at once each leave a whole file
+    return got
 
 
 def coverage_share(ev) -> float:

@@ -11,7 +11,7 @@ import copy
 
 import pytest
 
-from conftest import FIXTURES, coverage_share, evidence_summary
+from conftest import FIXTURES, coverage_share, evidence_summary, small_path_reading
 
 LOGS = sorted(p for d in ("real", "samples") for p in (FIXTURES / d).rglob("*")
               if p.is_file() and p.suffix not in (".toml", ".md", ".json") and "incoming" not in p.parts)
@@ -38,15 +38,10 @@ def _read(path, monkeypatch, bulk_min):
         return str(e)
 
 
-_REFERENCE: dict = {}
-
-
 @pytest.mark.parametrize("path", LOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_reader_makes_the_same_evidence(path, monkeypatch, bulk_engine):
-    # the small-log path never uses a bulk reader: read once per file, whichever reader is compared
-    if path not in _REFERENCE:
-        _REFERENCE[path] = _read(path, monkeypatch, 10**15)
-    ref = copy.deepcopy(_REFERENCE[path])
+    # the small-log path never uses a bulk reader: read once a run, whichever reader is compared
+    ref = copy.deepcopy(small_path_reading(path))
     got = _read(path, monkeypatch, 0)
     if isinstance(ref, str) or isinstance(got, str):
         assert ref == got
