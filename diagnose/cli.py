@@ -227,6 +227,9 @@ def analyze(
             from .live import wait_for_files
             if not wait_for_files(files, every, stop):
                 raise typer.Exit(128 + stop.signum)       # stopped before any pass: 130 / 143
+            # each followed file read once, then what is appended to it (sources/following.py)
+            from .sources import following, loading
+            loading.FOLLOWING = following.Following()
         stamp0 = _stamp(files) if files else None
         cpu0, wall0 = time.process_time(), time.monotonic()
         stop.busy = True

@@ -2,11 +2,12 @@
 
 --follow reads the files by name each time one of them changed (size, inode or modification
 time), so it survives rotation and truncation as `tail -F` does: after a rotation the new file
-is what is diagnosed. Nothing is kept between intervals but the last set of findings, so memory
-stays flat however long it runs; each pass reads the whole file (the C scanner makes that cheap
-for logs up to a few hundred MB). A log that grows for hours makes each pass longer: the wait
-after a pass grows with it (`pace`), so following never takes more than CPU_SHARE of a core; the
-view says when the refresh has slowed, and JSON lines carry `interval_s`. --watch re-queries the same sliding window (`--since`) ending
+is what is diagnosed. Each file is read once; a pass then reads only what was appended to it
+(sources/following.py keeps the reading open between passes, bounded as any reading is) and
+diagnoses a copy of it. Where a pass still costs much (a huge log's copy, a file read whole at each
+pass: gzip, a JSON document), the wait after it grows (`pace`), so following never takes more
+than CPU_SHARE of a core; the view says when the refresh has slowed, and JSON lines carry
+`interval_s`. --watch re-queries the same sliding window (`--since`) ending
 now.
 
 On a terminal the view is redrawn in place: verdict, findings, timeline. Otherwise (or with
@@ -225,7 +226,9 @@ def run(files: list[str], prom: dict | None, kw: dict, interval_s: float, as_jso
             analyses, stamp = new, now
             if stop.requested:                  # asked during this pass: its result is the final report
                 break
-            wait = pace(interval_s, cpu, wall)
+            # the first pass reads every followed file whole, the next ones what was appended: the
+            # first one's cost says nothing of theirs
+            wait = interval_s if previous is None and files else pace(interval_s, cpu, wall)
             docs = [a.to_json() for a in analyses]
             ids = {f["id"] for d in docs for f in d["findings"]}
             changes = {"new": sorted(ids - (previous or set())), "cleared": sorted((previous or set()) - ids)}

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import FIXTURES, ROOT, report
 
 SEED = (FIXTURES / "seed003" / "realtime.log").read_text()
@@ -100,3 +102,62 @@ def test_the_refresh_slows_when_a_pass_costs_more_than_its_share_of_a_core():
         assert wait >= 5 and cpu / (wall + wait) <= CPU_SHARE + 1e-9
     assert pace(5, 1.2, 0.8) > 5
 
+
+
+# -- a followed file read in parts is the file read whole --------------------------------------
+
+REAL = sorted((FIXTURES / "real").glob("*.log"))
+
+
+def _analysis(path) -> list:
+    from diagnose.pipeline import analyze_all
+    docs = [a.to_json() for a in analyze_all([str(path)])]
+    for d in docs:
+        d.pop("elapsed_s", None)
+    return docs
+
+
+def _cuts(data: bytes, parts: int, seed: int) -> list[int]:
+    """Where the file is when each pass reads it: some at a line's end, one in the middle of a line."""
+    import random
+    rnd = random.Random(seed)
+    ends = sorted(rnd.sample(range(1, len(data)), min(parts, len(data) - 1)))
+    return ends + [len(data)]
+
+
+@pytest.mark.parametrize("path,reader", [(p, "small") for p in REAL[::2]] + [(p, "big") for p in REAL[1::4]],
+                         ids=lambda x: getattr(x, "name", x))
+def test_a_log_followed_as_it_grows_gives_the_report_of_the_whole_log(path, reader, tmp_path, monkeypatch):
+    """Each pass reads only what was appended (sources/following.py): after the last one the
+    report is what diagnosing the whole file gives, wherever the passes fell (in the middle of a
+    line, of a config dump, of a traceback). Every other real log on the small-log path; every
+    fourth of the rest with the big logs' reader (C where built) for the whole file and each part."""
+    from diagnose.sources import following, loading
+    from diagnose.sources.readers import bulk
+    if reader == "big":
+        monkeypatch.setattr(bulk, "FAST_MIN_BYTES", 0)
+    data = path.read_bytes()
+    whole = _analysis(path)
+    log = tmp_path / path.name
+    log.write_bytes(b"")
+    monkeypatch.setattr(loading, "FOLLOWING", following.Following())
+    for end in _cuts(data, 3, seed=len(data)):
+        with log.open("ab") as fh:
+            fh.write(data[log.stat().st_size:end])
+        try:
+            got = _analysis(log)
+        except Exception as e:          # the first lines may not be a log yet: said, as without --follow
+            from diagnose.sources import InputError
+            assert isinstance(e, InputError), e
+    got = json.loads(json.dumps(got).replace(str(log), str(path)))
+    whole = json.loads(json.dumps(whole))
+    if reader == "big":
+        # the big logs' readers estimate what they never hand on from samples of each part: the
+        # share understood within the tolerance tests/test_readers_agree.py allows, the rest equal
+        for g, w in zip(got, whole):
+            for a, b in zip(g["inputs"], w["inputs"]):
+                gap = abs((a["coverage"]["share"] or 0) - (b["coverage"]["share"] or 0))
+                assert gap <= 0.15 or gap * b["lines"] <= 10, (path.name, gap)
+                for k in ("coverage", "recognised_lines", "unrecognised_lines"):
+                    a.pop(k), b.pop(k)
+    assert got == whole, path.name

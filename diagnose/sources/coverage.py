@@ -176,6 +176,18 @@ class Coverage:
         self._engine_seen = False
         self._read_regions: set[int] = set()    # id() of regions where an engine's parser read a line
 
+    # Copied (each pass of a followed file finishes a copy: following.py) or pickled: the regions an
+    # engine read are kept by id(), new in the copy, so by position in between.
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_read_regions"] = [i for i, reg in enumerate(self.regions) if id(reg) in self._read_regions]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        read = state.pop("_read_regions")
+        self.__dict__.update(state)
+        self._read_regions = {id(self.regions[i]) for i in read}
+
     # -- filling ------------------------------------------------------------------------
     def line(self, n: int, kind: str | None, text: str = "", read: bool = False) -> None:
         """`read`: an engine's parser understood the line (not its header alone)."""

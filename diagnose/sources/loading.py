@@ -103,6 +103,8 @@ def start_scans(inputs: list[Input]) -> int:
     One only: it covers the set-up, and each scan holds a thread and a read buffer per core (a
     directory of a hundred big logs started at once would hold them all). Returns how many started."""
     from .readers import bulk
+    if FOLLOWING is not None:
+        return 0                # a followed file is read once, then what was appended (following.py)
     for inp, path in big_logs(inputs):
         lib = bulk.native_lib()
         if lib is None:
@@ -164,7 +166,7 @@ def _workers(inputs: list[Input]) -> int:
     each, and fork is at hand with no thread running (a fork copies no other thread)."""
     env = os.environ.get("DIAGNOSE_JOBS")
     limit = SPREAD_MAX_WORKERS if not (env or "").isdigit() else int(env)
-    if limit < 2 or len(inputs) < 2:
+    if limit < 2 or len(inputs) < 2 or FOLLOWING is not None:     # followed: the state stays here
         return 1
     import sys
     import threading
@@ -183,6 +185,8 @@ def _workers(inputs: list[Input]) -> int:
 
 def read_input(inp: Input, year: int | None = None, into: Evidence | None = None, sniffing: bool = False) -> Read:
     """One input → Read. `into`: one Evidence for the whole input (launches not told apart)."""
+    if FOLLOWING is not None and into is None and not sniffing and inp.path != "-":
+        return FOLLOWING.read(inp, year)
     started, inp.started = getattr(inp, "started", None), None
     try:
         return _read(inp, year, into, sniffing, started)
@@ -191,7 +195,12 @@ def read_input(inp: Input, year: int | None = None, into: Evidence | None = None
             started.close()     # done with; or started ahead for a file now read another way
 
 
-def _read(inp: Input, year, into, sniffing: bool, started) -> Read:
+# `--follow`: the files followed (following.Following), each read once and then only what was
+# appended; None otherwise.
+FOLLOWING = None
+
+
+def _read(inp: Input, year, into, sniffing: bool, started, keep=None) -> Read:
     blocks = inp.blocks()
     first = next(blocks, b"")
     if endless_binary(inp, first):
@@ -216,7 +225,7 @@ def _read(inp: Input, year, into, sniffing: bool, started) -> Read:
                 return Read(info, [p])
             blocks = iter(held)     # not a YAML/TOML document after all: text
         first = next(blocks, b"")
-    return _lines(inp, first, blocks, year, into, sniffing, started)
+    return _lines(inp, first, blocks, year, into, sniffing, started, keep)
 
 
 class _State:
@@ -286,116 +295,166 @@ class _State:
         return p
 
 
-def _lines(inp: Input, first: bytes, blocks, year, into, sniffing: bool, started) -> Read:
-    info = InputInfo(path=inp.display)
-    cov = Coverage()
-    info.coverage = cov
-    counts = ScanCounts()
-    clock = Clock(year)
-    st = _State(inp, info, into)
-    fmt_kw = formats.KEYWORDS_RE
+def _lines(inp: Input, first: bytes, blocks, year, into, sniffing: bool, started, keep=None) -> Read:
+    r = LineRead(inp, year, into, sniffing)
+    # A followed file is written by a server as it runs, not pasted: no wrap to undo (and whether a
+    # part of it looks hard-wrapped says nothing of the whole).
+    r.rejoin = keep is None
+    r.feed(first, blocks, started)
+    if keep is None:
+        return r.finish()
+    keep.state = r          # followed (following.py): fed what is appended, finished on a copy
+    return r.snapshot()
 
-    from .readers import bulk
-    bar = progress_bar(inp) if not sniffing else None
-    advance = advancer(bar, inp)
-    counts.binary_head = b"\x00" in first[:8192]     # likely not a text log
-    src = _chain(first, blocks)
-    behind = bulk.file_behind(inp)
-    if behind and bulk.usable(behind, first) and not sniffing:
-        big, lib = True, bulk.native_lib()
-    else:
-        # gzip and stdin: whether they are big is only known once enough of them has been read.
-        src, big = _peek_size(src, bulk.FAST_MIN_BYTES // 4)
-        big = big and not sniffing and bulk.text_like(first)
-        lib = bulk.native_lib() if big else None
-        behind = None
-    if lib is not None:
-        from .readers.native import stream
-        if behind:
-            blocks.close()          # C reads the file itself, from its start
-            segs = started or stream.Producer(lib, path=behind, display=inp.display)
+
+class LineRead:
+    """A text input read line by line: its state between feeds. A read ends with `finish`; a
+    followed file's (following.py) is fed what was appended since, and each pass finishes a copy."""
+
+    def __init__(self, inp: Input, year, into, sniffing: bool) -> None:
+        self.inp, self.sniffing = inp, sniffing
+        self.info = info = InputInfo(path=inp.display)
+        self.cov = info.coverage = Coverage()
+        self.counts = ScanCounts()
+        self.clock = Clock(year)
+        self.st = _State(inp, info, into)
+        self.sample = None
+        self.malformed = 0
+        self.last_n = 0
+        self.shrank = None
+        self.rejoin = True          # hard-wrapped lines re-joined (readers/unwrap.py), on the small-log path
+
+    def feed(self, first: bytes, blocks, started=None) -> None:
+        """Read the lines of `first` and `blocks` (the lines after those read so far)."""
+        inp, sniffing, counts, cov = self.inp, self.sniffing, self.counts, self.cov
+        st, clock, fmt_kw, info = self.st, self.clock, formats.KEYWORDS_RE, self.info
+        base = counts.lines
+
+        from .readers import bulk
+        bar = progress_bar(inp) if not sniffing else None
+        advance = advancer(bar, inp)
+        if not base:
+            counts.binary_head = b"\x00" in first[:8192]     # likely not a text log
+        src = _chain(first, blocks)
+        behind = bulk.file_behind(inp)
+        if behind and bulk.usable(behind, first) and not sniffing:
+            big, lib = True, bulk.native_lib()
         else:
-            segs = stream.Producer(lib, src, display=inp.display)
-    elif big:
-        # Without the C reader: Python, a block at a time (read and decompressed a block ahead).
-        segs = segments(read_ahead(src), display=inp.display)
-    else:
+            # gzip and stdin: whether they are big is only known once enough of them has been read.
+            src, big = _peek_size(src, bulk.FAST_MIN_BYTES // 4)
+            big = big and not sniffing and bulk.text_like(first)
+            lib = bulk.native_lib() if big else None
+            behind = None
+        if lib is not None:
+            from .readers.native import stream
+            if behind:
+                blocks.close()          # C reads the file itself, from its start
+                segs = started or stream.Producer(lib, path=behind, display=inp.display)
+            else:
+                segs = stream.Producer(lib, src, display=inp.display)
+        elif big:
+            # Without the C reader: Python, a block at a time (read and decompressed a block ahead).
+            segs = segments(read_ahead(src), display=inp.display)
+        else:
+            if bar:
+                src = counted(src, advance)
+                advance = None
+            data, joined = unwrap(b"".join(src)) if self.rejoin else (b"".join(src), 0)     # small: held whole
+            if not base:
+                counts.binary_head = b"\x00" in data[:8192]
+            if joined:
+                info.errors.append(f"hard-wrapped lines re-joined ({joined} continuation line(s) read with the line before)")
+            segs = segments([data], tally=False)
+        if big and self.sample is None:
+            self.sample = _Sampler(cov)
+        sample = self.sample if big else None
+        lines_iter = read(segs, inp.display, st.ev, counts, progress=advance, follow=st.pending,
+                          every_line=not big, on_segment=sample, base=base)
+        malformed = 0
+        last_n = self.last_n
+        for lineno, text, keyword in lines_iter:
+            last_n = lineno
+            if big and not keyword and sample is not None:
+                sample.saw(lineno)          # handed on for a region or a dump: seen, not to estimate
+            # The parsers convert what their regexes matched (`[\d.]+`, dict values) with float()/int();
+            # a damaged line (`1..2`, `inf` or 5000 digits where a count belongs, a cut `4.2e+`) makes
+            # that raise. Such a line is skipped and counted: one bad line never costs the whole file.
+            try:
+                _one(st, cov, clock, lineno, text, keyword, big, fmt_kw)
+            except LINE_ERRORS:
+                malformed += 1
+                cov.line(lineno, None, text)
+        self.malformed += malformed
+        self.last_n = last_n
         if bar:
-            src = counted(src, advance)
-            advance = None
-        data, joined = unwrap(b"".join(src))          # small: held whole, every line read
-        counts.binary_head = b"\x00" in data[:8192]
-        if joined:
-            info.errors.append(f"hard-wrapped lines re-joined ({joined} continuation line(s) read with the line before)")
-        segs = segments([data], tally=False)
-    sample = _Sampler(cov) if big else None
-    lines_iter = read(segs, inp.display, st.ev, counts, progress=advance, follow=st.pending,
-                      every_line=not big, on_segment=sample)
-    malformed = 0
-    last_n = 0
-    for lineno, text, keyword in lines_iter:
-        last_n = lineno
-        if big and not keyword and sample is not None:
-            sample.saw(lineno)          # handed on for a region or a dump: seen, not to estimate
-        # The parsers convert what their regexes matched (`[\d.]+`, dict values) with float()/int();
-        # a damaged line (`1..2`, `inf` or 5000 digits where a count belongs, a cut `4.2e+`) makes
-        # that raise. Such a line is skipped and counted: one bad line never costs the whole file.
-        try:
-            _one(st, cov, clock, lineno, text, keyword, big, fmt_kw)
-        except LINE_ERRORS:
-            malformed += 1
-            cov.line(lineno, None, text)
-    if st.region is not None:
-        st.region.end()
-    if bar:
-        bar.close()
-    for r in st.readers:
-        r.finish()
-        if getattr(r, "gpu_only", False):
-            cov.rename(r.kind, "gpu-dcgm")
-    for p in st.pieces:
-        p.finish(clock.guessed, clock.base_year)
-    cov.close(last_n)
-    if sample is not None:
-        sample.settle()
-    info.lines = counts.lines
-    info.unreadable_lines = counts.unreadable
-    info.recognised_lines = cov.understood
-    info.unrecognised_lines = max(0, counts.lines - cov.understood - counts.unreadable)
-    if not sniffing:
-        if counts.lines == 0:
-            raise InputError(f"{inp.display}: empty file (nothing to diagnose)")
-        if cov.understood == 0 and counts.binary_head:
-            raise InputError(f"{inp.display}: binary file, not a text log")
-        if cov.understood == 0 and counts.unreadable * 2 >= counts.lines:
-            raise InputError(f"{inp.display}: not UTF-8 text ({counts.unreadable} of {counts.lines} lines unreadable)")
-    if counts.unreadable:
-        info.errors.append(f"{counts.unreadable} unreadable line(s) (invalid UTF-8 or NUL bytes) skipped")
-    if malformed:
-        info.errors.append(f"{malformed} line(s) with malformed values skipped")
-    shrank = getattr(segs, "shrank", None) or inp.shrank
-    if shrank:
-        info.errors.append(f"the file shrank while it was read ({shrank[0]:,} bytes when opened, {shrank[1]:,} "
-                           f"at the end: truncated or rotated meanwhile); what was cut off is not in this report")
-    if counts.cut:
-        info.errors.append(f"{counts.cut} line(s) longer than {MAX_LINE >> 20} MiB cut: only their first "
-                           f"{MAX_LINE >> 20} MiB read")
-    pieces = [p for p in st.pieces if p.first is not None or p.ev.gpu_rows or p.ev.facts] or st.pieces[:1]
-    engines: dict[str, int] = {}
-    for p in pieces:
-        for e, n in p.engine_lines.items():
-            engines[e] = engines.get(e, 0) + n
-    if engines:
-        info.engine = max(engines, key=engines.get)
+            bar.close()
+        self.shrank = getattr(segs, "shrank", None) or inp.shrank
+
+    def snapshot(self, tail=None) -> Read:
+        """The Read of what was fed so far, and of the blocks `tail` (a last line still being
+        written); this state stays as it is, to be fed more."""
+        import pickle
+        try:        # a copy through pickle: ~3 times faster than deepcopy on a big log's evidence
+            c = pickle.loads(pickle.dumps(self, pickle.HIGHEST_PROTOCOL))
+        except (pickle.PicklingError, TypeError, AttributeError):
+            import copy
+            c = copy.deepcopy(self)
+        if tail is not None:
+            c.feed(b"", tail)
+        return c.finish()
+
+    def finish(self) -> Read:
+        inp, sniffing, counts, cov, st, clock = self.inp, self.sniffing, self.counts, self.cov, self.st, self.clock
+        info, sample, malformed, last_n = self.info, self.sample, self.malformed, self.last_n
+        if st.region is not None:
+            st.region.end()
+        for r in st.readers:
+            r.finish()
+            if getattr(r, "gpu_only", False):
+                cov.rename(r.kind, "gpu-dcgm")
+        for p in st.pieces:
+            p.finish(clock.guessed, clock.base_year)
+        cov.close(last_n)
+        if sample is not None:
+            sample.settle()
+        info.lines = counts.lines
+        info.unreadable_lines = counts.unreadable
+        info.recognised_lines = cov.understood
+        info.unrecognised_lines = max(0, counts.lines - cov.understood - counts.unreadable)
+        if not sniffing:
+            if counts.lines == 0:
+                raise InputError(f"{inp.display}: empty file (nothing to diagnose)")
+            if cov.understood == 0 and counts.binary_head:
+                raise InputError(f"{inp.display}: binary file, not a text log")
+            if cov.understood == 0 and counts.unreadable * 2 >= counts.lines:
+                raise InputError(f"{inp.display}: not UTF-8 text ({counts.unreadable} of {counts.lines} lines unreadable)")
+        if counts.unreadable:
+            info.errors.append(f"{counts.unreadable} unreadable line(s) (invalid UTF-8 or NUL bytes) skipped")
+        if malformed:
+            info.errors.append(f"{malformed} line(s) with malformed values skipped")
+        shrank = self.shrank
+        if shrank:
+            info.errors.append(f"the file shrank while it was read ({shrank[0]:,} bytes when opened, {shrank[1]:,} "
+                               f"at the end: truncated or rotated meanwhile); what was cut off is not in this report")
+        if counts.cut:
+            info.errors.append(f"{counts.cut} line(s) longer than {MAX_LINE >> 20} MiB cut: only their first "
+                               f"{MAX_LINE >> 20} MiB read")
+        pieces = [p for p in st.pieces if p.first is not None or p.ev.gpu_rows or p.ev.facts] or st.pieces[:1]
+        engines: dict[str, int] = {}
         for p in pieces:
-            if p.ev.fact("engine") == info.engine and p.ev.fact("engine_version"):
-                info.engine_version = p.ev.fact("engine_version")
-                break
-    else:
-        info.engine = next((p.ev.fact("engine") for p in pieces if p.ev.fact("engine")), None)
-    info.kind = _kind(cov)
-    info.launches = sum(int(p.launched) + p.folded_launches for p in pieces)
-    return Read(info, pieces)
+            for e, n in p.engine_lines.items():
+                engines[e] = engines.get(e, 0) + n
+        if engines:
+            info.engine = max(engines, key=engines.get)
+            for p in pieces:
+                if p.ev.fact("engine") == info.engine and p.ev.fact("engine_version"):
+                    info.engine_version = p.ev.fact("engine_version")
+                    break
+        else:
+            info.engine = next((p.ev.fact("engine") for p in pieces if p.ev.fact("engine")), None)
+        info.kind = _kind(cov)
+        info.launches = sum(int(p.launched) + p.folded_launches for p in pieces)
+        return Read(info, pieces)
 
 
 def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bool, big: bool, fmt_kw) -> None:

@@ -31,6 +31,8 @@ def file_behind(inp) -> str | None:
     a file the shell left part-read, keeps the block path)."""
     if getattr(inp, "transcoded", False):
         return None         # the file's own bytes are UTF-16 (or carry a BOM): only the decoded blocks are text
+    if getattr(inp, "window", False):
+        return None         # a part of a followed file (following.py): only its blocks
     if inp.path != "-":
         return inp.path
     if getattr(inp, "stdin_at", None) == 0 and os.path.exists(STDIN_PATH):

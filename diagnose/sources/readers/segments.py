@@ -96,7 +96,7 @@ class Segment:
 
 
 def read(segments, display: str, ev, counts, progress=None, follow=None, every_line: bool = False,
-         on_segment=None):
+         on_segment=None, base: int = 0):
     """Evidence from a reader's segments; yields (line number, text, keyword) for the lines the
     parsers must see. `follow()`, when true, asks for the next line whatever it holds: a parser in
     the middle of a dump a paste wrapped over several lines, or a region of a line format. With
@@ -104,8 +104,10 @@ def read(segments, display: str, ev, counts, progress=None, follow=None, every_l
     that hold one; otherwise only those, and the lines `follow` asks for. `ev` may be a callable
     (the Evidence of the launch at hand: tallies go there). `on_segment(seg, keyword_rows, base)` is
     told of each segment before its lines, with its keyword rows and the lines before it.
-    Closes `segments` when done or abandoned."""
+    Closes `segments` when done or abandoned. `base`: the lines before the first segment (a followed
+    file's lines read in an earlier pass), so that line numbers go on from there."""
     out = _Tally(display, ev, counts, follow, every_line)
+    out.base = out.last = base
     try:
         for seg in segments:
             if progress is not None:
