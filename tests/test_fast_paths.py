@@ -121,3 +121,118 @@ def test_needles_of_made_up_patterns():
     assert needles(re.compile(r"\d+ (?:a|bc)")) is None                    # nothing long enough is required
     assert needles(re.compile(r"(?i)\bout of memory")) is None             # case-insensitive: no filter
     assert needles(re.compile(r"\d(?:abc)?xyz?")) is None                  # optional parts need nothing
+
+
+# -- engine stats lines: loading._fast_stats against the plain path of loading._one --------------
+
+def _stats_lines():
+    for path in sorted((FIXTURES / "real").glob("*.log")) + sorted((FIXTURES / "rules").glob("*/*.log")):
+        for text in path.read_text(encoding="utf-8", errors="replace").split("\n"):
+            if "throughput: " in text:
+                yield text
+
+
+def _plain_stats(text: str):
+    """What the plain path makes of one line, from a fresh start: the Line, whether the shared
+    lines' checks took it and what they left, the launch marker, the vLLM parser's row and facts."""
+    from diagnose.evidence.model import Evidence
+    from diagnose.sources.engines.common import feed_common
+    from diagnose.sources.engines.vllm.lines import VllmParser
+    from diagnose.sources.launches import marker
+    from diagnose.sources.readers.lineprefix import peel
+    line = peel("s", 7, text)
+    ev = Evidence()
+    shared = feed_common(line, ev, None)
+    took = VllmParser().feed(line, ev, None)
+    return line, shared, marker(line.msg), took, _made(ev)
+
+
+def _made(ev):
+    return (list(ev.stats_rows), {k: (f.value, f.text) for k, f in ev.facts.items()}, dict(ev.event_counts),
+            {k: [(e.line, e.text, e.data) for e in v] for k, v in ev.events.items()}, dict(ev.counters), sorted(ev.ray_ips),
+            sorted(ev.hosts))
+
+
+def _fast_stats(text: str):
+    from diagnose.evidence.model import Evidence
+    from diagnose.sources.engines.vllm.lines import VllmParser, stats_line
+    got = stats_line("s", 7, text)
+    if got is None:
+        return None
+    line, m, items = got
+    ev = Evidence()
+    if line.ip:
+        ev.ray_ips.add(line.ip)         # as _fast_stats does: all the shared lines' checks leave
+    VllmParser().feed_stats(m, items, line, ev, None)
+    return line, _made(ev)
+
+
+def _agree(text: str) -> bool:
+    """True when the fast path took the line (and gave what the plain path gives)."""
+    fast = _fast_stats(text)
+    if fast is None:
+        return False
+    line, shared, mark, took, made = _plain_stats(text)
+    assert (shared, mark, took) == (False, None, True), text
+    assert fast == (line, made), text
+    return True
+
+
+def test_a_stats_line_read_whole_gives_what_the_peeler_and_the_parser_give():
+    taken = [text for text in _stats_lines() if _agree(text)]
+    # nearly every real stats line takes the fast path: V1 and V0 shapes, colours, no prefix
+    assert len(taken) > 19_000
+    assert any("\x1b[" in t for t in taken) and any("Swapped:" in t for t in taken) and any(t.startswith("INFO") for t in taken)
+
+
+def test_made_up_stats_lines_take_the_fast_path_only_where_it_gives_the_same():
+    head = "(EngineCore_DP0 pid=212, ip=10.0.0.5) INFO 11-20 09:04:07 [loggers.py:123] "
+    body = ("Engine 001: Avg prompt throughput: 10.5 tokens/s, Avg generation throughput: 54.7 tokens/s, "
+            "Running: 3 reqs, Waiting: 1 reqs")
+    fast = [body + ", GPU KV cache usage: 0.2%, Prefix cache hit rate: 35.8%",
+            body + ", Preemptions: 2, GPU KV cache usage: 99.5%",
+            body + ", GPU KV cache usage: 0.0%, CPU KV cache usage: 0.0%.",
+            body + ", Preemptions: 3.",
+            body + ", Deferred: 0 reqs, GPU KV cache usage: 1%",
+            "2 Engines Aggregated: " + body[len("Engine 001: "):]]
+    plain = [body + ", Preemptions: 3.5.",          # float("3.5.") raises: malformed on the plain path
+             body + ", GPU KV cache usage: 1..2%",
+             body + ", Shutting down: 1",            # not an item the fast path knows
+             body + ", GPU KV cache usage: 1%x",
+             body + ", Engine died: 1%",
+             body + " [repeated 3x across cluster]"]
+    for text in fast:
+        for h in (head, "INFO 11-20 09:04:07 [loggers.py:123] ", "\x1b[1;36m(APIServer pid=7)\x1b[0;0m WARNING 01-02 03:04:05.123 metrics.py:9] "):
+            assert _agree(h + text), h + text
+    for text in plain:
+        assert _fast_stats(head + text) is None, text
+    for h in ("vllm-1  | ", "2025-01-02T03:04:05Z ", "(A pid=1) (B pid=2) ", "> "):
+        assert _fast_stats(h + head + fast[0]) is None, h
+
+
+def test_a_log_read_with_and_without_the_fast_path_is_the_same():
+    """Whole logs, the fast path on and off: the same launches, evidence, coverage, parsers' state."""
+    from conftest import evidence_summary
+
+    from diagnose.sources import loading, resolve
+    from diagnose.sources.loading import read_input
+
+    def read(path):
+        r = read_input(resolve([str(path)])[0])
+        out = []
+        for p in r.pieces:
+            p.ev.inputs = [r.info]
+            out.append((p.describe(), evidence_summary(p.ev), sorted(p.ev.ray_ips), dict(p.engine_lines), p.first_engine,
+                        [sorted(q.procs_seen) for q in p.parsers if hasattr(q, "procs_seen")]))
+        return out, r.info.to_json()
+
+    paths = [p for p in sorted((FIXTURES / "real").glob("*.log")) if "throughput: " in p.read_text(errors="replace")]
+    assert len(paths) >= 40
+    for path in paths[::2]:         # every other one: suite time
+        fast = read(path)
+        saved, loading.FAST_STATS = loading.FAST_STATS, ()
+        try:
+            plain = read(path)
+        finally:
+            loading.FAST_STATS = saved
+        assert fast == plain, path
