@@ -29,9 +29,13 @@ REST_ITEM = re.compile(r"(?<!\w)(?P<k>[A-Za-z][\w ]{0,80}?): (?P<v>[\d.]+)\s*(?:
 # both are skipped; tests/test_fast_paths.py holds the two paths equal over every stats line of
 # the corpus. Any other shape (a collector's stamp, a stream, two prefixes, another item) takes
 # the plain path.
-STATS_HEAD = re.compile(r"(?:\((?P<proc>[A-Za-z_][\w.\-]*) pid=\d+(?:, ip=(?P<ip>[\d.:a-f]+))?\) )?" + HEADER.pattern[1:])
+STATS_HEAD = r"(?:\((?P<proc>[A-Za-z_][\w.\-]*) pid=\d+(?:, ip=(?P<ip>[\d.:a-f]+))?\) )?" + HEADER.pattern[1:]
+# the head and STATS (its groups, for VllmParser._stats) as one match of the whole line
+STATS_LINE = re.compile(STATS_HEAD + "(?P<msg>" + STATS.pattern.removeprefix("^").removesuffix("$") + ")")
 STATS_ITEMS = frozenset(("GPU KV cache usage", "CPU KV cache usage", "Prefix cache hit rate", "External prefix cache hit rate",
                          "MM cache hit rate", "Preemptions", "Deferred"))
+# the items of most V1 lines, in their order: read without the general walk
+STATS_REST_V1 = re.compile(r", GPU KV cache usage: ([\d.]+)%, Prefix cache hit rate: ([\d.]+)%")
 STATS_ITEM = re.compile(r", ([A-Za-z][A-Za-z ]*): ([\d.]+)(%| reqs?)?")
 V0_PREFIX_HIT = re.compile(r"^Prefix cache hit rate: GPU: (?P<gpu>[\d.]+)%")
 CONFIG = re.compile(r"Initializing (?:a (?P<v>V[01]) |an )LLM engine \(v(?P<ver>[^)]+)\) with config: (?P<body>.*)$")
@@ -498,22 +502,18 @@ class VllmParser:
 
 
 def stats_line(source: str, n: int, text: str):
-    """(Line, STATS match, items) of a stats line in its plainest shape (STATS_HEAD), as peel()
-    and the parser read it: `items` the (name, value) pairs REST_ITEM finds after the queue;
-    None for any other line."""
+    """(Line, STATS_LINE match, items) of a stats line in its plainest shape (STATS_HEAD), as
+    peel() and the parser read it: `items` the (name, value) pairs REST_ITEM finds after the
+    queue; None for any other line."""
     text = visible(text)
-    h = STATS_HEAD.match(text)
-    if h is None:
-        return None
-    msg = text[h.end():]
-    m = STATS.match(msg)
+    m = STATS_LINE.fullmatch(text)
     if m is None:
         return None
-    items = _items(m.group("rest"))
+    proc, ip, level, mon, day, hms, msg, rest = m.group("proc", "ip", "level", "mon", "day", "hms", "msg", "rest")
+    items = _items(rest) if rest else ()
     if items is None:
         return None
-    proc, ip, level, mon, day, hms = h.group("proc", "ip", "level", "mon", "day", "hms")
-    return Line(source, n, text, msg, proc, ip, level, (int(mon), int(day), hms), fmt="vllm"), m, items
+    return Line(source, n, text, msg, proc, ip, level, (int(mon), int(day), hms), None, 1, None, "vllm"), m, items
 
 
 def _items(rest: str):
@@ -521,21 +521,25 @@ def _items(rest: str):
     is one of STATS_ITEMS: STATS_ITEM's matches laid end to end over the whole rest (a last `.`
     aside) find what REST_ITEM finds. None for a rest of any other shape, or a value float()
     refuses (the plain path counts that line malformed)."""
-    if not rest:
-        return ()
-    out = []
-    size = 0
-    for k, v, unit in STATS_ITEM.findall(rest):
-        if k not in STATS_ITEMS:
-            return None
-        size += 4 + len(k) + len(v) + len(unit)
+    m = STATS_REST_V1.fullmatch(rest)
+    if m is not None:
+        kv, hit = m.groups()
         try:
-            out.append((k, float(v)))
+            return [("GPU KV cache usage", float(kv)), ("Prefix cache hit rate", float(hit))]
         except ValueError:
             return None
+    found = STATS_ITEM.findall(rest)
+    size = 4 * len(found)
+    for k, v, unit in found:
+        if k not in STATS_ITEMS:
+            return None
+        size += len(k) + len(v) + len(unit)
     if size != len(rest) and not (size == len(rest) - 1 and rest[-1] == "."):
         return None
-    return out
+    try:
+        return [(k, float(v)) for k, v, _ in found]
+    except ValueError:
+        return None
 
 
 def looks_like(line: Line) -> bool:
