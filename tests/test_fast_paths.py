@@ -125,25 +125,30 @@ def test_needles_of_made_up_patterns():
 
 # -- engine stats lines: loading._fast_stats against the plain path of loading._one --------------
 
-def _stats_lines():
+def _stats_lines(literal: str):
     for path in sorted((FIXTURES / "real").glob("*.log")) + sorted((FIXTURES / "rules").glob("*/*.log")):
         for text in path.read_text(encoding="utf-8", errors="replace").split("\n"):
-            if "throughput: " in text:
+            if literal in text:
                 yield text
 
 
-def _plain_stats(text: str):
+def _parser(engine: str):
+    import importlib
+    return importlib.import_module(f"diagnose.sources.engines.{engine}.lines").Parser()
+
+
+def _plain_stats(text: str, engine: str):
     """What the plain path makes of one line, from a fresh start: the Line, whether the shared
-    lines' checks took it and what they left, the launch marker, the vLLM parser's row and facts."""
+    lines' checks took it and what they left, the launch marker, the engine parser's rows, facts
+    and events."""
     from diagnose.evidence.model import Evidence
     from diagnose.sources.engines.common import feed_common
-    from diagnose.sources.engines.vllm.lines import VllmParser
     from diagnose.sources.launches import marker
     from diagnose.sources.readers.lineprefix import peel
     line = peel("s", 7, text)
     ev = Evidence()
     shared = feed_common(line, ev, None)
-    took = VllmParser().feed(line, ev, None)
+    took = _parser(engine).feed(line, ev, None)
     return line, shared, marker(line.msg), took, _made(ev)
 
 
@@ -153,36 +158,43 @@ def _made(ev):
             sorted(ev.hosts))
 
 
-def _fast_stats(text: str):
+def _fast_stats(text: str, engine: str = "vllm"):
     from diagnose.evidence.model import Evidence
-    from diagnose.sources.engines.vllm.lines import VllmParser, stats_line
-    got = stats_line("s", 7, text)
+    from diagnose.sources.loading import FAST_STATS
+    reader = dict((r.__module__.split(".")[-2], r) for _, r in FAST_STATS)[engine]
+    got = reader("s", 7, text)
     if got is None:
         return None
     line, m, items = got
     ev = Evidence()
     if line.ip:
         ev.ray_ips.add(line.ip)         # as _fast_stats does: all the shared lines' checks leave
-    VllmParser().feed_stats(m, items, line, ev, None)
+    _parser(engine).feed_stats(m, items, line, ev, None)
     return line, _made(ev)
 
 
-def _agree(text: str) -> bool:
+def _agree(text: str, engine: str = "vllm") -> bool:
     """True when the fast path took the line (and gave what the plain path gives)."""
-    fast = _fast_stats(text)
+    fast = _fast_stats(text, engine)
     if fast is None:
         return False
-    line, shared, mark, took, made = _plain_stats(text)
+    line, shared, mark, took, made = _plain_stats(text, engine)
     assert (shared, mark, took) == (False, None, True), text
     assert fast == (line, made), text
     return True
 
 
 def test_a_stats_line_read_whole_gives_what_the_peeler_and_the_parser_give():
-    taken = [text for text in _stats_lines() if _agree(text)]
+    taken = [text for text in _stats_lines("throughput: ") if _agree(text)]
     # nearly every real stats line takes the fast path: V1 and V0 shapes, colours, no prefix
     assert len(taken) > 19_000
     assert any("\x1b[" in t for t in taken) and any("Swapped:" in t for t in taken) and any(t.startswith("INFO") for t in taken)
+
+
+def test_a_batch_line_read_whole_gives_what_the_peeler_and_the_parser_give():
+    taken = [text for text in _stats_lines("#running-req: ") if _agree(text, "sglang")]
+    assert len(taken) > 8_000
+    assert any("Prefill batch" in t for t in taken) and any("Decode batch" in t for t in taken) and any(" DP" in t[:40] for t in taken)
 
 
 def test_made_up_stats_lines_take_the_fast_path_only_where_it_gives_the_same():
@@ -210,6 +222,23 @@ def test_made_up_stats_lines_take_the_fast_path_only_where_it_gives_the_same():
         assert _fast_stats(h + head + fast[0]) is None, h
 
 
+def test_made_up_batch_lines_take_the_fast_path_only_where_it_gives_the_same():
+    body = "Decode batch, #running-req: 12, #token: 3456, token usage: 0.42, cuda graph: True, gen throughput (token/s): 812.33, #queue-req: 3"
+    fast = [body, body + ", ", body + ", accept len: 2.31", "#running-req: 4, #queue-req: 0",
+            "Prefill batch. #new-seq: 1, #new-token: 512, #cached-token: 0, token usage: 0.10, #running-req: 0, #queue-req: 0"]
+    plain = [body + ", cuda graph: OutOfMemoryError",     # a value that is no number: the shared checks decide
+             body + ", Traceback (most recent call last)",
+             body + ", new thing: 3",
+             "new fill batch. #seq: 1, #new_token: 5"]
+    for text in fast:
+        for h in ("[2025-01-06 02:58:44 TP5] ", "[2025-05-14 09:31:43.123 DP1 TP0 EP0] ", "[02-15 22:58:13] ", "[04:40:55] "):
+            assert _agree(h + text, "sglang"), h + text
+    for text in plain:
+        assert _fast_stats("[2025-01-06 02:58:44 TP5] " + text, "sglang") is None, text
+    for h in ("sglang-1  | ", "[2025-01-06 02:58:44] [x.y] [INFO] [worker_1] ", "2025-01-02T03:04:05Z "):
+        assert _fast_stats(h + "[2025-01-06 02:58:44 TP5] " + body, "sglang") is None, h
+
+
 def test_a_log_read_with_and_without_the_fast_path_is_the_same():
     """Whole logs, the fast path on and off: the same launches, evidence, coverage, parsers' state."""
     from conftest import evidence_summary
@@ -226,9 +255,11 @@ def test_a_log_read_with_and_without_the_fast_path_is_the_same():
                         [sorted(q.procs_seen) for q in p.parsers if hasattr(q, "procs_seen")]))
         return out, r.info.to_json()
 
-    paths = [p for p in sorted((FIXTURES / "real").glob("*.log")) if "throughput: " in p.read_text(errors="replace")]
-    assert len(paths) >= 40
-    for path in paths[::2]:         # every other one: suite time
+    texts = {p: p.read_text(errors="replace") for p in sorted((FIXTURES / "real").glob("*.log"))}
+    vllm = [p for p, t in texts.items() if "throughput: " in t]
+    sglang = [p for p, t in texts.items() if "#running-req: " in t]
+    assert len(vllm) >= 40 and len(sglang) >= 10
+    for path in vllm[::2] + sglang:         # every other vLLM one: suite time
         fast = read(path)
         saved, loading.FAST_STATS = loading.FAST_STATS, ()
         try:

@@ -26,6 +26,7 @@ from . import formats
 from .coverage import Coverage, classify, expected_by
 from .engines import ENGINES
 from .engines.common import ACCESS_BYTES, REQUEST_BYTES, feed_common
+from .engines.sglang.lines import batch_line as sglang_batch_line
 from .engines.vllm.lines import stats_line as vllm_stats_line
 from .formats import json_lines
 from .launches import Piece, fold_target, marker
@@ -438,7 +439,7 @@ def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bo
                 text = f"{iso} {text}"
             keyword = True
             enveloped = True
-    if keyword and not enveloped and "throughput: " in text and _fast_stats(st, cov, clock, n, text):
+    if keyword and not enveloped and _fast_stats(st, cov, clock, n, text):
         return
     before = st.piece.launch_line is None
     if not keyword:
@@ -492,13 +493,13 @@ def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bo
 # Engine stats lines in their plainest shape, the bulk of a long-running server's keyword lines:
 # (a literal every one holds, the reader of the whole line: (Line, match, items) or None, the
 # parser's feed_stats taking the last two).
-FAST_STATS = (("throughput: ", vllm_stats_line),)
+FAST_STATS = (("throughput: ", vllm_stats_line), ("#running-req: ", sglang_batch_line))
 
 
 def _fast_stats(st: _State, cov: Coverage, clock: Clock, n: int, text: str) -> bool:
     """A stats line read as the plain path of _one reads it, with what that path would find out
     line by line taken as known: no collector or stream prefix, an engine's header, nothing the
-    shared lines' checks act on (stats_line makes sure), no launch marker (checked here), and the
+    shared lines' checks act on (the reader makes sure), no launch marker (checked here), and the
     parser of the header's format the first offered the line, which it takes. False, having done
     nothing, for any other line."""
     for literal, reader in FAST_STATS:
