@@ -161,7 +161,7 @@ class SglangParser:
     def feed_stats(self, m, items, line: Line, ev: Evidence, when) -> None:
         """A batch line batch_line() read (loading's fast path): what feed() does with it."""
         self._last_batch = line.lineno
-        self._batch(m, line.msg, line, ev, when)
+        self._batch(m, line.msg, line, ev, when, items)
 
     def _server_args(self, body: str, line: Line, ev: Evidence) -> None:
         body = body.rstrip().rstrip("`").rstrip()
@@ -202,16 +202,17 @@ class SglangParser:
                 ev.set_fact(FACT_KEYS[k], default, src, n, "(SGLang default)", override=False)
         ev.settings.setdefault("launch_args", {})
 
-    def _batch(self, m, msg: str, line: Line, ev: Evidence, when) -> None:
+    def _batch(self, m, msg: str, line: Line, ev: Evidence, when, pairs=None) -> None:
+        """`pairs`: the (name, value) pairs ITEM finds after BATCH, where batch_line read them already."""
         if m.group("old"):
             items = {k: float(v) for k, v in OLD_ITEM.findall(msg)}
             self._prefill_tokens += items.get("new_token", 0)
             self._prefill_cached += items.get("cached_token", 0)
             self._prefill_seqs += items.get("seq", 0)
             return
-        items = {}
-        for it in ITEM.finditer(msg[m.end():]):
-            items[it.group("k").strip()] = it.group("v").rstrip(",%")
+        if pairs is None:
+            pairs = ((it.group("k").strip(), it.group("v")) for it in ITEM.finditer(msg[m.end():]))
+        items = {k: v.rstrip(",%") for k, v in pairs}
         kind = m.group("kind") or "Decode"
         num = _num
         graph = items.get("cuda graph") or items.get("npu graph") or items.get("cpu graph")
@@ -392,8 +393,10 @@ class SglangParser:
 
 
 def batch_line(source: str, n: int, text: str):
-    """(Line, BATCH match, None) of a Decode or Prefill batch line in its plainest shape, as
-    peel() and the parser read it; None for any other line."""
+    """(Line, BATCH match, items) of a Decode or Prefill batch line in its plainest shape, as
+    peel() and the parser read it: `items` the (name, value) pairs ITEM finds after BATCH
+    (BATCH_ITEM's matches laid end to end over the whole rest find the same); None for any
+    other line."""
     text = visible(text)
     h = HEADER.match(text)
     if h is None:
@@ -411,7 +414,7 @@ def batch_line(source: str, n: int, text: str):
     date, mon, day, hms, tags = h.group("date", "mon", "day", "hms", "tags")
     stamp = (int(mon), int(day), hms) if mon else None
     return Line(source, n, text, msg, None, None, None, stamp, None, 1, _dt(date, hms) if date else None, "sglang",
-                tags.strip()), m, None
+                tags.strip()), m, found
 
 
 def _num(x):
