@@ -267,3 +267,37 @@ def test_a_log_read_with_and_without_the_fast_path_is_the_same():
         finally:
             loading.FAST_STATS = saved
         assert fast == plain, path
+
+
+def test_damaged_stats_lines_are_read_alike_with_and_without_the_fast_path(tmp_path):
+    """Values float() refuses: the fast path leaves the line to the plain one, or fails where it
+    fails (after the same steps): the same malformed count, rows, launches and coverage."""
+    from conftest import evidence_summary
+
+    from diagnose.sources import loading, resolve
+    from diagnose.sources.loading import read_input
+    head = "(APIServer pid=7) INFO 11-20 09:0{}:07 [loggers.py:123] "
+    body = ("Engine 000: Avg prompt throughput: {} tokens/s, Avg generation throughput: 54.7 tokens/s, "
+            "Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: {}%, Prefix cache hit rate: 35.8%")
+    sg = "[2025-01-06 02:5{}:44 TP0] Decode batch, #running-req: 1, #token: 10, token usage: {}, cuda graph: True, gen throughput (token/s): 5.0, #queue-req: 0"
+    lines = ["(APIServer pid=7) INFO 11-20 09:00:00 [api_server.py:1] vLLM API server version 0.11.0"]
+    for i, (a, b) in enumerate([("1.0", "0.2"), ("1..2", "0.2"), ("1.0", "1..2"), ("9" * 400, "0.5"), ("2.0", "3.")]):
+        lines.append(head.format(i) + body.format(a, b))
+        lines.append(sg.format(i, b))
+    path = tmp_path / "damaged.log"
+    path.write_text("\n".join(lines) + "\n")
+
+    def read():
+        r = read_input(resolve([str(path)])[0])
+        for p in r.pieces:
+            p.ev.inputs = [r.info]
+        return [(p.describe(), evidence_summary(p.ev), dict(p.engine_lines)) for p in r.pieces], r.info.to_json()
+
+    fast = read()
+    saved, loading.FAST_STATS = loading.FAST_STATS, ()
+    try:
+        plain = read()
+    finally:
+        loading.FAST_STATS = saved
+    assert fast == plain
+    assert "malformed" in str(fast[1]["errors"]) and sum(len(p[1]["stats"]) for p in fast[0]) >= 6

@@ -413,8 +413,7 @@ def batch_line(source: str, n: int, text: str):
         return None
     date, mon, day, hms, tags = h.group("date", "mon", "day", "hms", "tags")
     stamp = (int(mon), int(day), hms) if mon else None
-    return Line(source, n, text, msg, None, None, None, stamp, None, 1, _dt(date, hms) if date else None, "sglang",
-                tags.strip()), m, found
+    return Line(source, n, text, msg, stamp=stamp, dt=_dt(date, hms) if date else None, fmt="sglang", tags=tags.strip()), m, found
 
 
 def _num(x):

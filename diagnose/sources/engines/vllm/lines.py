@@ -262,7 +262,9 @@ class VllmParser:
                 row["prefix_hit"] = v
             elif k == "Preemptions":
                 row["preemptions"] = v
-        if swap is not None:
+        if "v1_engine" in ev.facts:
+            pass                # set_fact(..., override=False) would keep it: one call less a line
+        elif swap is not None:
             ev.set_fact("v1_engine", False, line.source, line.lineno, line.raw, override=False)
         else:
             ev.set_fact("v1_engine", True, line.source, line.lineno, line.raw, override=False)
@@ -513,7 +515,7 @@ def stats_line(source: str, n: int, text: str):
     items = _items(rest) if rest else ()
     if items is None:
         return None
-    return Line(source, n, text, msg, proc, ip, level, (int(mon), int(day), hms), None, 1, None, "vllm"), m, items
+    return Line(source, n, text, msg, proc, ip, level, (int(mon), int(day), hms), fmt="vllm"), m, items
 
 
 def _items(rest: str):
