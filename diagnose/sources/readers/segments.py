@@ -28,9 +28,6 @@ MAX_LINE = 4 << 20
 # endless stream without newlines): refused rather than read for ever.
 NO_LINE_END = 64 << 20
 ROW_KEYWORD, ROW_PROBE, ROW_HTTP, ROW_RECEIVED = range(4)
-# A file's keyword lines are read for the parsers a window at a time, not one read each: a busy
-# server's stats lines are a few KB apart.
-WINDOW = 256 * 1024
 
 
 class FlatRows:
@@ -59,7 +56,7 @@ class Segment:
     table's runs; `head_counts`: {key: times} in order of first appearance, from Python). The
     lines are buf[start:end], or, with `fd`, the bytes of that file between those offsets."""
     __slots__ = ("buf", "fd", "start", "end", "lines", "bad", "cut", "bad_lines", "acc", "req", "rcv", "probe", "refused", "status",
-                 "rows", "heads", "head_counts", "window")
+                 "rows", "heads", "head_counts")
 
     def __init__(self, buf, fd, start: int, end: int) -> None:
         self.buf, self.fd, self.start, self.end = buf, fd, start, end
@@ -70,20 +67,9 @@ class Segment:
         self.rows: list = []
         self.heads: list = []
         self.head_counts: dict | None = None
-        self.window = None              # (offset, bytes) of the file read last by near()
 
     def text(self, a: int, z: int) -> bytes:
         return self.buf[a:z] if self.fd is None else os.pread(self.fd, z - a, a)
-
-    def near(self, a: int, z: int) -> bytes:
-        """text(a, z) for reads in order through the segment (its keyword lines): a file is read
-        WINDOW bytes at a time, the lines that fall in the window taken from it."""
-        if self.fd is None:
-            return self.buf[a:z]
-        w = self.window
-        if w is None or a < w[0] or z > w[0] + len(w[1]):
-            w = self.window = (a, os.pread(self.fd, max(z - a, min(WINDOW, self.end - a)), a))
-        return w[1][a - w[0]:z - w[0]]
 
     def line_at(self, at: int) -> bytes:
         """The line that starts at `at`, without its newline."""
@@ -222,9 +208,8 @@ class _Tally:
                 continue
             last, at = n, row[3] + 1
             self.last = last
-            yield n, seg.near(row[2], row[3]).decode("utf-8", "replace"), True
+            yield n, seg.text(row[2], row[3]).decode("utf-8", "replace"), True
         self.last = last
-        seg.window = None
 
     def _every_line(self, seg: Segment, keyword: set):
         """Every readable line of a segment held in memory, in order (unreadable ones were counted)."""
