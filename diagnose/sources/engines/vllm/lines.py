@@ -37,6 +37,8 @@ STATS_ITEMS = frozenset(("GPU KV cache usage", "CPU KV cache usage", "Prefix cac
 # the items of most V1 lines, in their order: read without the general walk
 STATS_REST_V1 = re.compile(r", GPU KV cache usage: ([\d.]+)%, Prefix cache hit rate: ([\d.]+)%")
 STATS_ITEM = re.compile(r", ([A-Za-z][A-Za-z ]*): ([\d.]+)(%| reqs?)?")
+# A stats item's column: any `… KV cache usage` but the CPU's is kv_usage (these are the usual ones).
+ITEM_COLUMNS = {"GPU KV cache usage": "kv_usage", "Prefix cache hit rate": "prefix_hit", "Preemptions": "preemptions"}
 V0_PREFIX_HIT = re.compile(r"^Prefix cache hit rate: GPU: (?P<gpu>[\d.]+)%")
 CONFIG = re.compile(r"Initializing (?:a (?P<v>V[01]) |an )LLM engine \(v(?P<ver>[^)]+)\) with config: (?P<body>.*)$")
 NON_DEFAULT = re.compile(r"non-default args: (?P<d>\{.*)$")
@@ -256,12 +258,11 @@ class VllmParser:
         if items is None:
             items = ((it.group("k").strip(), float(it.group("v"))) for it in REST_ITEM.finditer(rest))
         for k, v in items:
-            if k.endswith("KV cache usage") and not k.startswith("CPU"):
+            col = ITEM_COLUMNS.get(k)       # the usual names at once; any other by the rule below
+            if col is not None:
+                row[col] = v
+            elif k.endswith("KV cache usage") and not k.startswith("CPU"):
                 row["kv_usage"] = v
-            elif k == "Prefix cache hit rate":
-                row["prefix_hit"] = v
-            elif k == "Preemptions":
-                row["preemptions"] = v
         if "v1_engine" in ev.facts:
             pass                # set_fact(..., override=False) would keep it: one call less a line
         elif swap is not None:
