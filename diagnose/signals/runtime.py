@@ -10,6 +10,7 @@ import math
 import statistics
 from dataclasses import dataclass
 from datetime import timedelta
+from operator import itemgetter
 
 from ..evidence.model import Evidence
 from .expert import expert
@@ -223,7 +224,8 @@ def steady(ev: Evidence, s, rows: Rows) -> Window | None:
         prev_busy = b
     if len(keep) < 2:
         keep = rows.busy_idx
-    st = {k: [col[i] for i in keep] for k, col in rows.df.items()}
+    pick = itemgetter(*keep) if len(keep) > 1 else None     # C picks the kept samples of each column
+    st = {k: list(pick(col)) if pick is not None else [col[i] for i in keep] for k, col in rows.df.items()}
     height = len(keep)
     v["steady_samples"] = height
     if height < MIN_STEADY:
