@@ -301,3 +301,30 @@ def test_damaged_stats_lines_are_read_alike_with_and_without_the_fast_path(tmp_p
         loading.FAST_STATS = saved
     assert fast == plain
     assert "malformed" in str(fast[1]["errors"]) and sum(len(p[1]["stats"]) for p in fast[0]) >= 6
+
+
+def test_stdev_from_integer_sums_is_the_librarys_float():
+    """signals.stats.stdev (exact sums over the distinct values) gives statistics.stdev's float,
+    bit for bit, on gauges (few values), rates (one decimal), wide ranges and ints."""
+    import statistics
+
+    from diagnose.signals.stats import quantile, ranked, stdev
+    rng = random.Random(11)
+    for trial in range(3000):
+        n = rng.randint(2, 300)
+        kind = trial % 5
+        if kind == 0:
+            xs = [round(rng.uniform(0, 100), 1) for _ in range(n)]
+        elif kind == 1:
+            xs = [float(rng.randint(0, 300)) for _ in range(n)]
+        elif kind == 2:
+            xs = [rng.random() * 10 ** rng.randint(-5, 12) for _ in range(n)]
+        elif kind == 3:
+            xs = [rng.choice([0.0, 1.5, 1e-300, 1e300, 3.25]) for _ in range(n)]
+        else:
+            xs = [rng.randint(-5, 5) for _ in range(n)]
+        assert stdev(xs) == statistics.stdev(xs), xs
+        ordered = sorted(xs)
+        for q in (0.5, 0.9, 0.95):
+            assert ranked(ordered, q) == quantile(xs, q)
+    assert stdev([1.0]) is None

@@ -41,9 +41,14 @@ def stdev(xs: list) -> float | None:
         return None
     if _SQRT_OF_FRAC is None:
         return statistics.stdev(xs)
+    counts = Counter(xs)
+    if not all(x.__class__ is float or x.__class__ is int for x in counts):
+        return statistics.stdev(xs)         # a Decimal, a Fraction, a bool: the library's own way
     try:
-        ratios = [(x.as_integer_ratio(), c) for x, c in Counter(xs).items()]
-    except (AttributeError, ValueError, OverflowError, TypeError):     # not a finite float or int: the library's way
+        ratios = [(x.as_integer_ratio(), c) for x, c in counts.items()]
+    except (ValueError, OverflowError):     # NaN or an infinity: the library's way (outside this handler)
+        ratios = None
+    if ratios is None:
         return statistics.stdev(xs)
     den = max(d for (_, d), _ in ratios)        # every denominator a power of two: each divides it
     sx = sxx = 0
