@@ -121,3 +121,210 @@ def test_needles_of_made_up_patterns():
     assert needles(re.compile(r"\d+ (?:a|bc)")) is None                    # nothing long enough is required
     assert needles(re.compile(r"(?i)\bout of memory")) is None             # case-insensitive: no filter
     assert needles(re.compile(r"\d(?:abc)?xyz?")) is None                  # optional parts need nothing
+
+
+# -- engine stats lines: loading._fast_stats against the plain path of loading._one --------------
+
+def _stats_lines(literal: str):
+    for path in sorted((FIXTURES / "real").glob("*.log")) + sorted((FIXTURES / "rules").glob("*/*.log")):
+        for text in path.read_text(encoding="utf-8", errors="replace").split("\n"):
+            if literal in text:
+                yield text
+
+
+def _parser(engine: str):
+    import importlib
+    return importlib.import_module(f"diagnose.sources.engines.{engine}.lines").Parser()
+
+
+def _plain_stats(text: str, engine: str):
+    """What the plain path makes of one line, from a fresh start: the Line, whether the shared
+    lines' checks took it and what they left, the launch marker, the engine parser's rows, facts
+    and events."""
+    from diagnose.evidence.model import Evidence
+    from diagnose.sources.engines.common import feed_common
+    from diagnose.sources.launches import marker
+    from diagnose.sources.readers.lineprefix import peel
+    line = peel("s", 7, text)
+    ev = Evidence()
+    shared = feed_common(line, ev, None)
+    took = _parser(engine).feed(line, ev, None)
+    return line, shared, marker(line.msg), took, _made(ev)
+
+
+def _made(ev):
+    return (list(ev.stats_rows), {k: (f.value, f.text) for k, f in ev.facts.items()}, dict(ev.event_counts),
+            {k: [(e.line, e.text, e.data) for e in v] for k, v in ev.events.items()}, dict(ev.counters), sorted(ev.ray_ips),
+            sorted(ev.hosts))
+
+
+def _fast_stats(text: str, engine: str = "vllm"):
+    from diagnose.evidence.model import Evidence
+    from diagnose.sources.loading import FAST_STATS
+    reader = dict((r.__module__.split(".")[-2], r) for _, r in FAST_STATS)[engine]
+    got = reader("s", 7, text)
+    if got is None:
+        return None
+    line, m, items = got
+    ev = Evidence()
+    if line.ip:
+        ev.ray_ips.add(line.ip)         # as _fast_stats does: all the shared lines' checks leave
+    _parser(engine).feed_stats(m, items, line, ev, None)
+    return line, _made(ev)
+
+
+def _agree(text: str, engine: str = "vllm") -> bool:
+    """True when the fast path took the line (and gave what the plain path gives)."""
+    fast = _fast_stats(text, engine)
+    if fast is None:
+        return False
+    line, shared, mark, took, made = _plain_stats(text, engine)
+    assert (shared, mark, took) == (False, None, True), text
+    assert fast == (line, made), text
+    return True
+
+
+def test_a_stats_line_read_whole_gives_what_the_peeler_and_the_parser_give():
+    taken = [text for text in _stats_lines("throughput: ") if _agree(text)]
+    # nearly every real stats line takes the fast path: V1 and V0 shapes, colours, no prefix
+    assert len(taken) > 19_000
+    assert any("\x1b[" in t for t in taken) and any("Swapped:" in t for t in taken) and any(t.startswith("INFO") for t in taken)
+
+
+def test_a_batch_line_read_whole_gives_what_the_peeler_and_the_parser_give():
+    taken = [text for text in _stats_lines("#running-req: ") if _agree(text, "sglang")]
+    assert len(taken) > 8_000
+    assert any("Prefill batch" in t for t in taken) and any("Decode batch" in t for t in taken) and any(" DP" in t[:40] for t in taken)
+
+
+def test_made_up_stats_lines_take_the_fast_path_only_where_it_gives_the_same():
+    head = "(EngineCore_DP0 pid=212, ip=10.0.0.5) INFO 11-20 09:04:07 [loggers.py:123] "
+    body = ("Engine 001: Avg prompt throughput: 10.5 tokens/s, Avg generation throughput: 54.7 tokens/s, "
+            "Running: 3 reqs, Waiting: 1 reqs")
+    fast = [body + ", GPU KV cache usage: 0.2%, Prefix cache hit rate: 35.8%",
+            body + ", Preemptions: 2, GPU KV cache usage: 99.5%",
+            body + ", GPU KV cache usage: 0.0%, CPU KV cache usage: 0.0%.",
+            body + ", Preemptions: 3.",
+            body + ", Deferred: 0 reqs, GPU KV cache usage: 1%",
+            "2 Engines Aggregated: " + body[len("Engine 001: "):]]
+    plain = [body + ", Preemptions: 3.5.",          # float("3.5.") raises: malformed on the plain path
+             body + ", GPU KV cache usage: 1..2%",
+             body + ", Shutting down: 1",            # not an item the fast path knows
+             body + ", GPU KV cache usage: 1%x",
+             body + ", Engine died: 1%",
+             body + " [repeated 3x across cluster]"]
+    for text in fast:
+        for h in (head, "INFO 11-20 09:04:07 [loggers.py:123] ", "\x1b[1;36m(APIServer pid=7)\x1b[0;0m WARNING 01-02 03:04:05.123 metrics.py:9] "):
+            assert _agree(h + text), h + text
+    for text in plain:
+        assert _fast_stats(head + text) is None, text
+    for h in ("vllm-1  | ", "2025-01-02T03:04:05Z ", "(A pid=1) (B pid=2) ", "> "):
+        assert _fast_stats(h + head + fast[0]) is None, h
+
+
+def test_made_up_batch_lines_take_the_fast_path_only_where_it_gives_the_same():
+    body = "Decode batch, #running-req: 12, #token: 3456, token usage: 0.42, cuda graph: True, gen throughput (token/s): 812.33, #queue-req: 3"
+    fast = [body, body + ", ", body + ", accept len: 2.31", "#running-req: 4, #queue-req: 0",
+            "Prefill batch. #new-seq: 1, #new-token: 512, #cached-token: 0, token usage: 0.10, #running-req: 0, #queue-req: 0"]
+    plain = [body + ", cuda graph: OutOfMemoryError",     # a value that is no number: the shared checks decide
+             body + ", Traceback (most recent call last)",
+             body + ", new thing: 3",
+             "new fill batch. #seq: 1, #new_token: 5"]
+    for text in fast:
+        for h in ("[2025-01-06 02:58:44 TP5] ", "[2025-05-14 09:31:43.123 DP1 TP0 EP0] ", "[02-15 22:58:13] ", "[04:40:55] "):
+            assert _agree(h + text, "sglang"), h + text
+    for text in plain:
+        assert _fast_stats("[2025-01-06 02:58:44 TP5] " + text, "sglang") is None, text
+    for h in ("sglang-1  | ", "[2025-01-06 02:58:44] [x.y] [INFO] [worker_1] ", "2025-01-02T03:04:05Z "):
+        assert _fast_stats(h + "[2025-01-06 02:58:44 TP5] " + body, "sglang") is None, h
+
+
+def test_a_log_read_with_and_without_the_fast_path_is_the_same():
+    """Whole logs, the fast path on and off: the same launches, evidence, coverage, parsers' state."""
+    from conftest import evidence_summary
+
+    from diagnose.sources import loading, resolve
+    from diagnose.sources.loading import read_input
+
+    def read(path):
+        r = read_input(resolve([str(path)])[0])
+        out = []
+        for p in r.pieces:
+            p.ev.inputs = [r.info]
+            out.append((p.describe(), evidence_summary(p.ev), sorted(p.ev.ray_ips), dict(p.engine_lines), p.first_engine,
+                        [sorted(q.procs_seen) for q in p.parsers if hasattr(q, "procs_seen")]))
+        return out, r.info.to_json()
+
+    texts = {p: p.read_text(errors="replace") for p in sorted((FIXTURES / "real").glob("*.log"))}
+    vllm = [p for p, t in texts.items() if "throughput: " in t]
+    sglang = [p for p, t in texts.items() if "#running-req: " in t]
+    assert len(vllm) >= 40 and len(sglang) >= 10
+    for path in vllm[::2] + sglang:         # every other vLLM one: suite time
+        fast = read(path)
+        saved, loading.FAST_STATS = loading.FAST_STATS, ()
+        try:
+            plain = read(path)
+        finally:
+            loading.FAST_STATS = saved
+        assert fast == plain, path
+
+
+def test_damaged_stats_lines_are_read_alike_with_and_without_the_fast_path(tmp_path):
+    """Values float() refuses: the fast path leaves the line to the plain one, or fails where it
+    fails (after the same steps): the same malformed count, rows, launches and coverage."""
+    from conftest import evidence_summary
+
+    from diagnose.sources import loading, resolve
+    from diagnose.sources.loading import read_input
+    head = "(APIServer pid=7) INFO 11-20 09:0{}:07 [loggers.py:123] "
+    body = ("Engine 000: Avg prompt throughput: {} tokens/s, Avg generation throughput: 54.7 tokens/s, "
+            "Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: {}%, Prefix cache hit rate: 35.8%")
+    sg = "[2025-01-06 02:5{}:44 TP0] Decode batch, #running-req: 1, #token: 10, token usage: {}, cuda graph: True, gen throughput (token/s): 5.0, #queue-req: 0"
+    lines = ["(APIServer pid=7) INFO 11-20 09:00:00 [api_server.py:1] vLLM API server version 0.11.0"]
+    for i, (a, b) in enumerate([("1.0", "0.2"), ("1..2", "0.2"), ("1.0", "1..2"), ("9" * 400, "0.5"), ("2.0", "3.")]):
+        lines.append(head.format(i) + body.format(a, b))
+        lines.append(sg.format(i, b))
+    path = tmp_path / "damaged.log"
+    path.write_text("\n".join(lines) + "\n")
+
+    def read():
+        r = read_input(resolve([str(path)])[0])
+        for p in r.pieces:
+            p.ev.inputs = [r.info]
+        return [(p.describe(), evidence_summary(p.ev), dict(p.engine_lines)) for p in r.pieces], r.info.to_json()
+
+    fast = read()
+    saved, loading.FAST_STATS = loading.FAST_STATS, ()
+    try:
+        plain = read()
+    finally:
+        loading.FAST_STATS = saved
+    assert fast == plain
+    assert "malformed" in str(fast[1]["errors"]) and sum(len(p[1]["stats"]) for p in fast[0]) >= 6
+
+
+def test_stdev_from_integer_sums_is_the_librarys_float():
+    """signals.stats.stdev (exact sums over the distinct values) gives statistics.stdev's float,
+    bit for bit, on gauges (few values), rates (one decimal), wide ranges and ints."""
+    import statistics
+
+    from diagnose.signals.stats import quantile, ranked, stdev
+    rng = random.Random(11)
+    for trial in range(3000):
+        n = rng.randint(2, 300)
+        kind = trial % 5
+        if kind == 0:
+            xs = [round(rng.uniform(0, 100), 1) for _ in range(n)]
+        elif kind == 1:
+            xs = [float(rng.randint(0, 300)) for _ in range(n)]
+        elif kind == 2:
+            xs = [rng.random() * 10 ** rng.randint(-5, 12) for _ in range(n)]
+        elif kind == 3:
+            xs = [rng.choice([0.0, 1.5, 1e-300, 1e300, 3.25]) for _ in range(n)]
+        else:
+            xs = [rng.randint(-5, 5) for _ in range(n)]
+        assert stdev(xs) == statistics.stdev(xs), xs
+        ordered = sorted(xs)
+        for q in (0.5, 0.9, 0.95):
+            assert ranked(ordered, q) == quantile(xs, q)
+    assert stdev([1.0]) is None

@@ -338,8 +338,12 @@ class Evidence:
         thousand a day), for which importing polars costs more than all the arithmetic."""
         cols: dict[str, list] = {}
         rows = self.stats_rows
+        # The columns no row has (most of them, for any one engine's lines) without a pass each.
+        present = set().union(*rows) if rows else set()
         for k, kind in STATS_COLUMNS.items():
-            if kind == "f":     # parsers give floats: test those inline, convert the rest
+            if k not in present:
+                cols[k] = [None] * len(rows)
+            elif kind == "f":     # parsers give floats: test those inline, convert the rest
                 cols[k] = [x if x is None or (x.__class__ is float and -_INF < x < _INF) else _finite(x)
                            for x in [r.get(k) for r in rows]]
             elif kind == "b":

@@ -14,6 +14,7 @@ Without a steady window (too few samples) they are unknown: the rule says *not a
 """
 from __future__ import annotations
 
+import itertools
 import re
 
 from ..values import is_unknown
@@ -58,8 +59,12 @@ def evaluate_sustained(spec: dict, names: dict, samples: dict | None) -> dict:
     # `when` is a pure function of the sample's columns it names: samples alike are judged once
     # (a day of stats is thousands of samples, most of them repeating a few values).
     seen: dict = {}
-    for i in range(n):
-        key = tuple(col[i] if col is not None else None for _, col in cols)
+    # each sample's values of those columns, the tuples made by zip (not a generator a sample)
+    if cols and all(col is None or len(col) == n for _, col in cols):
+        keys = zip(*[col if col is not None else itertools.repeat(None, n) for _, col in cols])
+    else:
+        keys = (tuple(col[i] if col is not None else None for _, col in cols) for i in range(n))
+    for key in keys:
         f = seen.get(key)
         if f is None:
             for (c, _), v in zip(cols, key):

@@ -10,11 +10,12 @@ import math
 import statistics
 from dataclasses import dataclass
 from datetime import timedelta
+from operator import itemgetter
 
 from ..evidence.model import Evidence
 from .expert import expert
 from .producers import produces
-from .stats import known, longest_run, quantile, share, summary, version_at_least
+from .stats import known, longest_run, quantile, ranked, share, summary, version_at_least
 
 MIN_STEADY = 3   # fewer busy samples than this say nothing about a steady state
 # DP engines' rows merged into one per stats tick: loads add up, percentages and latencies average.
@@ -143,8 +144,9 @@ def busy(ev: Evidence, s) -> Rows | None:
         df["rank_running_max"] = df["rank_running_mean"] = df["running"]
     activity = list(zip(df["running"], df["waiting"], df["gen_tps"], df["prompt_tps"], df["ttft_p50"], df["itl_p50"]))
     # A probe's one-token prefill every few seconds (0.2 tokens/s, nothing running) is not work.
-    flags = [any(x is not None and x > 0 for x in row[:2]) or any(x is not None and x >= 1 for x in row[2:4])
-             or any(x is not None and x > 0 for x in row[4:]) for row in activity]
+    # (Written out rather than three any() of generators: one sample each of 50,000.)
+    flags = [(r is not None and r > 0) or (q is not None and q > 0) or (g is not None and g >= 1) or (p is not None and p >= 1)
+             or (t is not None and t > 0) or (i is not None and i > 0) for r, q, g, p, t, i in activity]
     busy_idx = [i for i, b in enumerate(flags) if b]
     if not busy_idx and all(x is None for row in activity for x in row):
         # Nothing says whether it worked: unknown, never "idle".
@@ -199,8 +201,9 @@ def bursts(ev: Evidence, s, rows: Rows) -> None:
     if not cap:
         return
     df = rows.df
+    floor = cap_floor(cap)
     at_cap = [(df["waiting"][i] or 0.0) for i in rows.busy_idx
-              if df["rank_running_max"][i] is not None and df["rank_running_max"][i] >= cap_floor(cap)
+              if df["rank_running_max"][i] is not None and df["rank_running_max"][i] >= floor
               and (df["waiting"][i] or 0) >= 1]
     v["capped_waiting_samples"] = len(at_cap)
     v["capped_waiting_burst"] = len(at_cap) >= 2 and statistics.fmean(at_cap) >= max(2.0, 0.05 * float(cap))
@@ -221,7 +224,8 @@ def steady(ev: Evidence, s, rows: Rows) -> Window | None:
         prev_busy = b
     if len(keep) < 2:
         keep = rows.busy_idx
-    st = {k: [col[i] for i in keep] for k, col in rows.df.items()}
+    pick = itemgetter(*keep) if len(keep) > 1 else None     # C picks the kept samples of each column
+    st = {k: list(pick(col)) if pick is not None else [col[i] for i in keep] for k, col in rows.df.items()}
     height = len(keep)
     v["steady_samples"] = height
     if height < MIN_STEADY:
@@ -255,10 +259,12 @@ def levels(ev: Evidence, s, w: Window) -> None:
         return round(float(fn(x)), 3) if x else None
 
     for col in LEVEL_COLUMNS:
-        v[f"{col}_mean"] = stat(col, statistics.fmean)
-        v[f"{col}_max"] = stat(col, max)
-        v[f"{col}_p50"] = stat(col, lambda x: quantile(x, 0.5))
-        v[f"{col}_p95"] = stat(col, lambda x: quantile(x, 0.95))
+        x = known(st[col])
+        ordered = sorted(x)     # one sort for both quantiles
+        v[f"{col}_mean"] = round(float(statistics.fmean(x)), 3) if x else None
+        v[f"{col}_max"] = round(float(max(x)), 3) if x else None
+        v[f"{col}_p50"] = round(float(ranked(ordered, 0.5)), 3) if x else None
+        v[f"{col}_p95"] = round(float(ranked(ordered, 0.95)), 3) if x else None
     v["prefix_hit_last"] = stat("prefix_hit", lambda x: x[-1])
     # The batch one engine runs (= running with one engine): what caps, kernels and drafts see.
     v["batch_p50"] = stat("rank_running_mean", lambda x: quantile(x, 0.5))
@@ -418,7 +424,8 @@ def scaling(ev: Evidence, s, w: Window) -> None:
     v["running_plateau_share"] = round(share([x >= rmax * 0.95 for x in run]), 3) if rmax else None
     cap = v.get("max_num_seqs_per_engine") or v.get("max_num_seqs")
     rank_run = known(st["rank_running_max"])
-    v["running_at_cap_share"] = round(share([x >= cap_floor(cap) for x in rank_run]), 3) if cap and rank_run else None
+    floor = cap_floor(cap) if cap and rank_run else None
+    v["running_at_cap_share"] = round(share([x >= floor for x in rank_run]), 3) if cap and rank_run else None
     km = v["kv_usage_mean"]
     if km is not None and km > 0:
         v["kv_headroom_x"] = round(min(90.0 / km, 1000.0), 1)
@@ -440,7 +447,7 @@ def queue_trend(ev: Evidence, s, w: Window) -> None:
     if w.timed:
         t_min = min(t)
         sec = [(x - t_min) // _SECOND for x in t]
-        if statistics.variance(sec):
+        if len(set(sec)) > 1:       # a variance not 0 (whole seconds: exact), without Fractions
             v["waiting_slope_per_min"] = round(statistics.linear_regression(sec, st["waiting"]).slope * 60, 3)
             try:
                 r = statistics.correlation(sec, st["waiting"])

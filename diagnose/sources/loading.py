@@ -26,6 +26,8 @@ from . import formats
 from .coverage import Coverage, classify, expected_by
 from .engines import ENGINES
 from .engines.common import ACCESS_BYTES, REQUEST_BYTES, feed_common
+from .engines.sglang.lines import batch_line as sglang_batch_line
+from .engines.vllm.lines import stats_line as vllm_stats_line
 from .formats import json_lines
 from .launches import Piece, fold_target, marker
 from .readers.files import Input, InputError, read_ahead
@@ -496,6 +498,8 @@ def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bo
                 text = f"{iso} {text}"
             keyword = True
             enveloped = True
+    if keyword and not enveloped and _fast_stats(st, cov, clock, n, text):
+        return
     before = st.piece.launch_line is None
     if not keyword:
         for r in st.readers:
@@ -543,6 +547,44 @@ def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bo
     kind = classify(line.raw) if line.fmt in (None, "triton") else ENGINE_OF_FMT.get(line.fmt)
     # a structured logger's record is a known format whatever its message says
     cov.line(n, kind or ("shared" if line.fmt else "json" if enveloped else None), line.raw)
+
+
+# Engine stats lines in their plainest shape, the bulk of a long-running server's keyword lines:
+# (a literal every one holds, the reader of the whole line: (Line, match, items) or None, the
+# parser's feed_stats taking the last two).
+FAST_STATS = (("throughput: ", vllm_stats_line), ("#running-req: ", sglang_batch_line))
+
+
+def _fast_stats(st: _State, cov: Coverage, clock: Clock, n: int, text: str) -> bool:
+    """A stats line read as the plain path of _one reads it, with what that path would find out
+    line by line taken as known: no collector or stream prefix, an engine's header, nothing the
+    shared lines' checks act on (the reader makes sure), no launch marker (checked here), and the
+    parser of the header's format the first offered the line, which it takes. False, having done
+    nothing, for any other line."""
+    for literal, reader in FAST_STATS:
+        if literal not in text:
+            continue
+        got = reader(st.src, n, text)
+        if got is None:
+            continue
+        line, m, items = got
+        if marker(line.msg) is not None:
+            return False
+        piece = st.current[None]
+        when = clock.at(line)
+        st.piece = piece
+        piece.saw(n, when, line.raw)
+        ev = piece.ev
+        if line.ip:
+            ev.ray_ips.add(line.ip)
+        p = piece.orders[line.fmt][0]
+        p.feed_stats(m, items, line, ev, when)
+        piece.engine_lines[p.engine] = piece.engine_lines.get(p.engine, 0) + 1
+        if piece.first_engine is None:
+            piece.first_engine = n
+        cov.line(n, p.engine, line.raw, read=True)
+        return True
+    return False
 
 
 class _Sampler:

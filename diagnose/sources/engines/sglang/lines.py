@@ -11,7 +11,8 @@ from .. import kv
 from ..kv import excerpt
 from ....redact import redact
 from ..common import dispatch, note_alive, note_failure, note_launch, note_prompt_field
-from ...readers.lineprefix import Line, peel
+from ...readers.lineprefix import Line, _dt, peel, visible
+from .header import HEADER
 
 SERVER_ARGS = re.compile(r"(?:server_args=)?`?ServerArgs\((?P<body>.*)$|server_args(?:=|: )(?P<dict>\{.*)$")
 BATCH = re.compile(r"^(?:(?P<kind>Prefill|Decode) batch(?:\(mixed[^)]*\))?(?: ?\[\d+\])?[.,] |(?P<old>new fill batch\. )|(?=#running-req: ))")
@@ -51,6 +52,19 @@ CRASH = re.compile(r"Scheduler hit an exception|Received sigquit from a child pr
 CMDLINE = re.compile(r"sglang\.launch_server\b(?P<args>.*)$")
 NCCL_VER = re.compile(r"sglang is using nccl==(?P<v>[\d.]+)")
 MID_HEADER = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z][A-Z_]*\d+)*\] ")
+
+# A batch line in its plainest shape, read whole (loading's fast path: a busy server writes one
+# every few decode steps): SGLang's header, BATCH, then only the items below, each a number or
+# True/False. Of such a line the prefix peeler gives what the header's groups give and the shared
+# lines' checks make nothing; tests/test_fast_paths.py holds the two paths equal over every batch
+# line of the corpus. Any other shape (a relay's tags, a tqdm bar, another item) takes the plain path.
+BATCH_ITEMS = frozenset((
+    "#running-req", "#token", "token usage", "cuda graph", "cpu graph", "npu graph", "gen throughput (token/s)",
+    "#queue-req", "pre-allocated usage", "#prealloc-req", "#transfer-req", "#retracted-req", "#new-seq", "#new-token",
+    "#cached-token", "#pending-token", "#bootstrap-req", "#inflight-req", "input throughput (token/s)",
+    "full token usage", "swa token usage", "#full token", "#swa token", "accept len", "accept rate"))
+BATCH_ITEM = re.compile(r"(#?[a-z][a-z\- ]*(?: \(token/s\))?): ([\d.]+%?|True|False)")
+
 
 def _args_step(text: str, state: tuple) -> tuple:
     """A wrapped `ServerArgs(` closes when its brackets do, outside quotes."""
@@ -144,6 +158,11 @@ class SglangParser:
             return True
         return dispatch(self, self._simple, msg, line, ev, when)
 
+    def feed_stats(self, m, items, line: Line, ev: Evidence, when) -> None:
+        """A batch line batch_line() read (loading's fast path): what feed() does with it."""
+        self._last_batch = line.lineno
+        self._batch(m, line.msg, line, ev, when, items)
+
     def _server_args(self, body: str, line: Line, ev: Evidence) -> None:
         body = body.rstrip().rstrip("`").rstrip()
         if body.endswith(")"):
@@ -183,16 +202,17 @@ class SglangParser:
                 ev.set_fact(FACT_KEYS[k], default, src, n, "(SGLang default)", override=False)
         ev.settings.setdefault("launch_args", {})
 
-    def _batch(self, m, msg: str, line: Line, ev: Evidence, when) -> None:
+    def _batch(self, m, msg: str, line: Line, ev: Evidence, when, pairs=None) -> None:
+        """`pairs`: the (name, value) pairs ITEM finds after BATCH, where batch_line read them already."""
         if m.group("old"):
             items = {k: float(v) for k, v in OLD_ITEM.findall(msg)}
             self._prefill_tokens += items.get("new_token", 0)
             self._prefill_cached += items.get("cached_token", 0)
             self._prefill_seqs += items.get("seq", 0)
             return
-        items = {}
-        for it in ITEM.finditer(msg[m.end():]):
-            items[it.group("k").strip()] = it.group("v").rstrip(",%")
+        if pairs is None:
+            pairs = ((it.group("k").strip(), it.group("v")) for it in ITEM.finditer(msg[m.end():]))
+        items = {k: v.rstrip(",%") for k, v in pairs}
         kind = m.group("kind") or "Decode"
         num = _num
         graph = items.get("cuda graph") or items.get("npu graph") or items.get("cpu graph")
@@ -370,6 +390,30 @@ class SglangParser:
         (RETRACT, _retract), (POOL_OOM, _pool_oom), (GRAPH_OFF, _graph_off), (NOT_ENOUGH, _not_enough), (HEALTH_FAIL, _health), (VERSION, _version), (CRASH, _crash),
         (CMDLINE, _cmdline), (NCCL_VER, _nccl),
     ]
+
+
+def batch_line(source: str, n: int, text: str):
+    """(Line, BATCH match, items) of a Decode or Prefill batch line in its plainest shape, as
+    peel() and the parser read it: `items` the (name, value) pairs ITEM finds after BATCH
+    (BATCH_ITEM's matches laid end to end over the whole rest find the same); None for any
+    other line."""
+    text = visible(text)
+    h = HEADER.match(text)
+    if h is None:
+        return None
+    msg = text[h.end():]
+    m = BATCH.match(msg)
+    if m is None or m.group("old"):
+        return None
+    tail = msg[m.end():]
+    if tail[-1:] == ",":
+        tail = tail[:-1]
+    found = BATCH_ITEM.findall(tail)
+    if not found or any(k not in BATCH_ITEMS for k, _ in found) or ", ".join(f"{k}: {v}" for k, v in found) != tail:
+        return None
+    date, mon, day, hms, tags = h.group("date", "mon", "day", "hms", "tags")
+    stamp = (int(mon), int(day), hms) if mon else None
+    return Line(source, n, text, msg, stamp=stamp, dt=_dt(date, hms) if date else None, fmt="sglang", tags=tags.strip()), m, found
 
 
 def _num(x):

@@ -11,7 +11,8 @@ from ....redact import redact
 from .. import kv
 from ..kv import excerpt
 from ..common import dispatch, note_alive, note_failure, note_launch, note_prompt
-from ...readers.lineprefix import Line
+from ...readers.lineprefix import Line, visible
+from .header import HEADER
 
 STATS = re.compile(
     r"^(?:Engine (?P<eng>\d+): |(?P<agg>\d+) Engines Aggregated: )?"
@@ -21,6 +22,23 @@ STATS = re.compile(
 )
 # Key length bounded: `[\w ]*?` unbounded made a long stats-line tail without `: ` quadratic.
 REST_ITEM = re.compile(r"(?<!\w)(?P<k>[A-Za-z][\w ]{0,80}?): (?P<v>[\d.]+)\s*(?:%|reqs?)?")
+# What comes before a stats message in its plainest shape (loading's fast path: a busy server
+# writes a stats line every 10 s per engine): at most one `(Name pid=N[, ip=A]) ` prefix, then
+# vLLM's own header. Of such a line the prefix peeler gives what these groups give, and of a
+# stats message with only STATS_ITEMS after the queue the shared lines' checks make nothing, so
+# both are skipped; tests/test_fast_paths.py holds the two paths equal over every stats line of
+# the corpus. Any other shape (a collector's stamp, a stream, two prefixes, another item) takes
+# the plain path.
+STATS_HEAD = r"(?:\((?P<proc>[A-Za-z_][\w.\-]*) pid=\d+(?:, ip=(?P<ip>[\d.:a-f]+))?\) )?" + HEADER.pattern[1:]
+# the head and STATS (its groups, for VllmParser._stats) as one match of the whole line
+STATS_LINE = re.compile(STATS_HEAD + "(?P<msg>" + STATS.pattern.removeprefix("^").removesuffix("$") + ")")
+STATS_ITEMS = frozenset(("GPU KV cache usage", "CPU KV cache usage", "Prefix cache hit rate", "External prefix cache hit rate",
+                         "MM cache hit rate", "Preemptions", "Deferred"))
+# the items of most V1 lines, in their order: read without the general walk
+STATS_REST_V1 = re.compile(r", GPU KV cache usage: ([\d.]+)%, Prefix cache hit rate: ([\d.]+)%")
+STATS_ITEM = re.compile(r", ([A-Za-z][A-Za-z ]*): ([\d.]+)(%| reqs?)?")
+# A stats item's column: any `… KV cache usage` but the CPU's is kv_usage (these are the usual ones).
+ITEM_COLUMNS = {"GPU KV cache usage": "kv_usage", "Prefix cache hit rate": "prefix_hit", "Preemptions": "preemptions"}
 V0_PREFIX_HIT = re.compile(r"^Prefix cache hit rate: GPU: (?P<gpu>[\d.]+)%")
 CONFIG = re.compile(r"Initializing (?:a (?P<v>V[01]) |an )LLM engine \(v(?P<ver>[^)]+)\) with config: (?P<body>.*)$")
 NON_DEFAULT = re.compile(r"non-default args: (?P<d>\{.*)$")
@@ -217,25 +235,37 @@ class VllmParser:
                 return True
         return dispatch(self, self._simple, msg, line, ev, when)
 
+    def feed_stats(self, m, items, line: Line, ev: Evidence, when) -> None:
+        """A stats line stats_line() read (loading's fast path): what feed() does with it."""
+        if line.proc and line.proc not in self.procs_seen:
+            self._worker_name(line, ev)
+        if line.proc == "VllmWorkerProcess":
+            self._v0_worker(line, ev)
+        self._stats(m, line, ev, when, items)
+
     # -- handlers ------------------------------------------------------------------
-    def _stats(self, m, line: Line, ev: Evidence, when) -> None:
+    def _stats(self, m, line: Line, ev: Evidence, when, items=None) -> None:
+        """`items`: the (name, value) pairs after the queue, where stats_line read them already."""
+        eng, ptps, gtps, run, wait, pend, swap, rest = m.group("eng", "ptps", "gtps", "run", "wait", "pend", "swap", "rest")
         row = {
             "time": when, "source": line.source, "line": line.lineno,
-            "engine_idx": int(m.group("eng")) if m.group("eng") else 0,
-            "prompt_tps": float(m.group("ptps")), "gen_tps": float(m.group("gtps")),
-            "running": float(m.group("run")),
-            "waiting": float(m.group("wait") if m.group("wait") is not None else m.group("pend")),
-            "swapped": float(m.group("swap")) if m.group("swap") is not None else None,
+            "engine_idx": int(eng) if eng else 0,
+            "prompt_tps": float(ptps), "gen_tps": float(gtps),
+            "running": float(run),
+            "waiting": float(wait if wait is not None else pend),
+            "swapped": float(swap) if swap is not None else None,
         }
-        for it in REST_ITEM.finditer(m.group("rest")):
-            k, v = it.group("k").strip(), float(it.group("v"))
-            if k.endswith("KV cache usage") and not k.startswith("CPU"):
+        if items is None:
+            items = ((it.group("k").strip(), float(it.group("v"))) for it in REST_ITEM.finditer(rest))
+        for k, v in items:
+            col = ITEM_COLUMNS.get(k)       # the usual names at once; any other by the rule below
+            if col is not None:
+                row[col] = v
+            elif k.endswith("KV cache usage") and not k.startswith("CPU"):
                 row["kv_usage"] = v
-            elif k == "Prefix cache hit rate":
-                row["prefix_hit"] = v
-            elif k == "Preemptions":
-                row["preemptions"] = v
-        if m.group("swap") is not None:
+        if "v1_engine" in ev.facts:
+            pass                # set_fact(..., override=False) would keep it: one call less a line
+        elif swap is not None:
             ev.set_fact("v1_engine", False, line.source, line.lineno, line.raw, override=False)
         else:
             ev.set_fact("v1_engine", True, line.source, line.lineno, line.raw, override=False)
@@ -472,6 +502,47 @@ class VllmParser:
         (DEAD, _dead), (SPEC_V1, _spec), (SPEC_COUNTS, _spec), (SPEC_V0, _spec), (PLATFORM, _platform),
         (GMU_STATED, _gmu_stated), (KV_PINNED, _kv_pinned), (FREE_MEM, _free_mem),
     ]
+
+
+def stats_line(source: str, n: int, text: str):
+    """(Line, STATS_LINE match, items) of a stats line in its plainest shape (STATS_HEAD), as
+    peel() and the parser read it: `items` the (name, value) pairs REST_ITEM finds after the
+    queue; None for any other line."""
+    text = visible(text)
+    m = STATS_LINE.fullmatch(text)
+    if m is None:
+        return None
+    proc, ip, level, mon, day, hms, msg, rest = m.group("proc", "ip", "level", "mon", "day", "hms", "msg", "rest")
+    items = _items(rest) if rest else ()
+    if items is None:
+        return None
+    return Line(source, n, text, msg, proc, ip, level, (int(mon), int(day), hms), fmt="vllm"), m, items
+
+
+def _items(rest: str):
+    """The (name, value) pairs REST_ITEM finds in `, Name: 1.5%, Name: 3 reqs.` where every name
+    is one of STATS_ITEMS: STATS_ITEM's matches laid end to end over the whole rest (a last `.`
+    aside) find what REST_ITEM finds. None for a rest of any other shape, or a value float()
+    refuses (the plain path counts that line malformed)."""
+    m = STATS_REST_V1.fullmatch(rest)
+    if m is not None:
+        kv, hit = m.groups()
+        try:
+            return [("GPU KV cache usage", float(kv)), ("Prefix cache hit rate", float(hit))]
+        except ValueError:
+            return None
+    found = STATS_ITEM.findall(rest)
+    size = 4 * len(found)
+    for k, v, unit in found:
+        if k not in STATS_ITEMS:
+            return None
+        size += len(k) + len(v) + len(unit)
+    if size != len(rest) and not (size == len(rest) - 1 and rest[-1] == "."):
+        return None
+    try:
+        return [(k, float(v)) for k, v, _ in found]
+    except ValueError:
+        return None
 
 
 def looks_like(line: Line) -> bool:
