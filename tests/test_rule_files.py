@@ -81,11 +81,11 @@ def test_an_edited_rule_file_takes_effect_on_the_next_run(tmp_path):
     rule.write_text(src.replace('condition = "', 'condition = "True or '), encoding="utf-8")
     first = fix_titles()
     assert first["batched-tokens-small"] == "Raise --max-num-batched-tokens to 8192"
-    assert (tmp_path / "cache" / "diagnose" / "rules-parsed-v1.json").exists()
+    assert (tmp_path / "cache" / "diagnose" / "parsed-toml-v1.json").exists()
     rule.write_text(src.replace('condition = "', 'condition = "True or ')
                     .replace('fix_title = "Raise', 'fix_title = "Now raise'), encoding="utf-8")
     assert fix_titles()["batched-tokens-small"] == "Now raise --max-num-batched-tokens to 8192"
-    (tmp_path / "cache" / "diagnose" / "rules-parsed-v1.json").write_text("{not json")   # damaged: ignored
+    (tmp_path / "cache" / "diagnose" / "parsed-toml-v1.json").write_text("{not json")   # damaged: ignored
     assert fix_titles() == {**first, "batched-tokens-small": "Now raise --max-num-batched-tokens to 8192"}
 
 
