@@ -342,8 +342,12 @@ class LineRead:
         if behind and bulk.usable(behind, first) and not sniffing:
             big, lib = True, bulk.native_lib()
         else:
-            # gzip and stdin: whether they are big is only known once enough of them has been read.
-            src, big = _peek_size(src, bulk.FAST_MIN_BYTES // 4)
+            # gzip and stdin: whether they are big is only known once enough of them has been read
+            # (a quarter of the threshold: they cost more to read). A plain file (or a followed
+            # file's part) below the threshold is read as a small log.
+            sized = getattr(inp, "window", False) or (
+                behind is not None and not inp.compressed and os.path.isfile(behind))
+            src, big = _peek_size(src, bulk.FAST_MIN_BYTES if sized else bulk.FAST_MIN_BYTES // 4)
             big = big and not sniffing and bulk.text_like(first)
             lib = bulk.native_lib() if big else None
             behind = None

@@ -63,7 +63,8 @@ BATCH_ITEMS = frozenset((
     "#queue-req", "pre-allocated usage", "#prealloc-req", "#transfer-req", "#retracted-req", "#new-seq", "#new-token",
     "#cached-token", "#pending-token", "#bootstrap-req", "#inflight-req", "input throughput (token/s)",
     "full token usage", "swa token usage", "#full token", "#swa token", "accept len", "accept rate"))
-BATCH_ITEM = re.compile(r"(#?[a-z][a-z\- ]*(?: \(token/s\))?): ([\d.]+%?|True|False)")
+# one item whole (anchored: a search on a long line without one fails at once, no restart per character)
+BATCH_ITEM = re.compile(r"\A(#?[a-z][a-z\- ]*(?: \(token/s\))?): ([\d.]+%?|True|False)\Z")
 
 
 def _args_step(text: str, state: tuple) -> tuple:
@@ -395,7 +396,7 @@ class SglangParser:
 def batch_line(source: str, n: int, text: str):
     """(Line, BATCH match, items) of a Decode or Prefill batch line in its plainest shape, as
     peel() and the parser read it: `items` the (name, value) pairs ITEM finds after BATCH
-    (BATCH_ITEM's matches laid end to end over the whole rest find the same); None for any
+    (BATCH_ITEM matching each of the rest's comma-parted items finds the same); None for any
     other line."""
     text = visible(text)
     h = HEADER.match(text)
@@ -408,8 +409,15 @@ def batch_line(source: str, n: int, text: str):
     tail = msg[m.end():]
     if tail[-1:] == ",":
         tail = tail[:-1]
-    found = BATCH_ITEM.findall(tail)
-    if not found or any(k not in BATCH_ITEMS for k, _ in found) or ", ".join(f"{k}: {v}" for k, v in found) != tail:
+    # item by item between the ", " that part them (names and values hold no comma): one anchored
+    # match each, never a search that restarts at every character of a long hostile tail
+    found = []
+    for part in tail.split(", "):
+        i = BATCH_ITEM.match(part)
+        if i is None or i.group(1) not in BATCH_ITEMS:
+            return None
+        found.append(i.groups())
+    if not found:
         return None
     date, mon, day, hms, tags = h.group("date", "mon", "day", "hms", "tags")
     stamp = (int(mon), int(day), hms) if mon else None
