@@ -10,6 +10,7 @@ import zlib
 from ...evidence.model import Evidence
 from ...redact import redact
 from ..literals import needles
+from ..memo import MISS, Memo
 from ..readers.lineprefix import Line
 from . import ENGINES
 
@@ -318,15 +319,46 @@ def note_launch(ev: Evidence, src: str) -> None:
 def dispatch(parser, table, msg: str, line: Line, ev: Evidence, when) -> bool:
     """An engine parser's table of (pattern, handler): the first pattern found in the message
     hands the line to its handler. True when one did."""
-    for rx, fn in table:
+    got = route(table, msg)
+    if got is None:
+        return False
+    i, m = got
+    table[i][1](parser, m, line, ev, when)
+    return True
+
+
+# Which pattern of a table a message matches depends on the message alone: kept per table for
+# the bodies that repeat (memo.py). A match kept is handed again for an equal message: its groups
+# and positions are the same. Messages past ROUTE_LONGEST are searched each time.
+ROUTE_ENTRIES = 4096
+ROUTE_LONGEST = 1024
+_ROUTES: dict = {}      # id(table) -> (table, its Memo); the table is held so that its id stays its own
+
+
+def route(table, msg: str):
+    """(index, match) of the first pattern of `table` found in `msg`, or None."""
+    held = _ROUTES.get(id(table))
+    if held is None or held[0] is not table:
+        held = _ROUTES[id(table)] = (table, Memo(ROUTE_ENTRIES, ROUTE_LONGEST))
+    memo = held[1]
+    got = memo.get(msg)
+    if got is MISS:
+        got = route_plain(table, msg)
+        memo.put(msg, got)
+    elif got is not None and table[got[0]][0] is not got[1].re:
+        got = route_plain(table, msg)       # the table was changed since (a test's): no memo
+    return got
+
+
+def route_plain(table, msg: str):
+    for i, (rx, _fn) in enumerate(table):
         n = needles(rx)
         if n is not None and not any(x in msg for x in n):     # the phrase is not there: no search
             continue
         m = rx.search(msg)
         if m:
-            fn(parser, m, line, ev, when)
-            return True
-    return False
+            return i, m
+    return None
 
 
 def note_alive(ev: Evidence, src: str) -> None:

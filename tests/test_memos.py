@@ -1,0 +1,87 @@
+"""The memos of work that depends only on a message's text (sources/memo.py) give what the plain
+work gives: over every real line, a table's route (which pattern, its groups) and a dump's parsed
+pairs, taken from the memo and computed afresh, agree; and the memos stay bounded."""
+from __future__ import annotations
+
+import functools
+import importlib
+
+from conftest import FIXTURES
+
+from diagnose.sources import memo
+from diagnose.sources.engines import NAMES, common, kv
+from diagnose.sources.readers.lineprefix import peel
+
+
+@functools.lru_cache(maxsize=1)
+def _messages() -> tuple:
+    """The message of every line of the real logs (its prefixes and header peeled), each distinct
+    one once (an equal message gives an equal result: that is what the memos rest on)."""
+    out = {}
+    for path in sorted((FIXTURES / "real").glob("*.log")):
+        for i, text in enumerate(path.read_text(encoding="utf-8", errors="replace").split("\n")):
+            out[peel(path.name, i + 1, text).msg] = None
+    return tuple(out)
+
+
+def _same_match(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    (i, m), (j, n) = a, b
+    return i == j and m.re is n.re and m.span() == n.span() and m.groups() == n.groups() \
+        and m.groupdict() == n.groupdict() and m.string == n.string
+
+
+def test_a_tables_route_from_the_memo_is_the_plain_search_over_every_real_line():
+    msgs = _messages()
+    assert len(msgs) > 50_000
+    tables = [importlib.import_module(f"diagnose.sources.engines.{e}.lines").Parser._simple for e in NAMES]
+    routed = 0
+    for table in tables:
+        common._ROUTES.pop(id(table), None)
+        for msg in msgs:
+            # each message is new to the memo here: the first route is the plain search's (as
+            # the check of the first lines shows), the second the memo's
+            want = common.route(table, msg)
+            if routed < 100:
+                assert _same_match(want, common.route_plain(table, msg)), msg
+            again = common.route(table, msg)
+            assert _same_match(again, want), msg
+            routed += want is not None
+    assert routed > 1000
+
+
+def test_a_dumps_parse_from_the_memo_is_the_plain_parse_and_its_own():
+    msgs = _messages()
+    pairs = [m.split(" with config: ", 1)[1] for m in msgs if " with config: " in m]
+    pairs += [m.split("ServerArgs(", 1)[1] for m in msgs if "ServerArgs(" in m]
+    dicts = [m[m.index("{"):] for m in msgs if "non-default args: {" in m or "server_args: {" in m]
+    assert len(pairs) > 20 and len(dicts) > 20
+    for parse, plain, texts in ((kv.parse_pairs, kv.parse_pairs_plain, pairs), (kv.parse_dict, kv.parse_dict_plain, dicts)):
+        for text in texts:
+            want = plain(text)
+            first = parse(text)
+            assert first == want and repr(first) == repr(want), text[:200]
+            # what a caller does with its dict never reaches the next caller's
+            for v in first.values():
+                if isinstance(v, dict):
+                    v["changed"] = 1
+                elif isinstance(v, list):
+                    v.append("changed")
+            first["changed"] = 1
+            again = parse(text)
+            assert again == want and repr(again) == repr(want), text[:200]
+
+
+def test_the_memos_stay_bounded():
+    m = memo.Memo(entries=8, longest=10)
+    for i in range(100):
+        m.put(f"line {i}", i)
+        assert len(m.data) <= 8
+    m.put("x" * 11, 1)
+    assert m.get("x" * 11) is memo.MISS
+    assert common.ROUTE_ENTRIES * common.ROUTE_LONGEST <= 8 << 20
+    assert kv.DUMP_ENTRIES * kv.DUMP_LONGEST <= 4 << 20
+    # a deeply nested value too deep to copy is parsed again, not lost
+    deep = "{" + '"a": [' * 400 + "1" + "]" * 400 + "}"
+    assert kv.parse_dict(deep) == kv.parse_dict_plain(deep)
