@@ -329,25 +329,40 @@ def dispatch(parser, table, msg: str, line: Line, ev: Evidence, when) -> bool:
 
 # Which pattern of a table a message matches depends on the message alone: kept per table for
 # the bodies that repeat (memo.py). A match kept is handed again for an equal message: its groups
-# and positions are the same. Messages past ROUTE_LONGEST are searched each time.
+# and positions are the same. Messages past ROUTE_LONGEST are searched each time. The tables are
+# constants (a parser class's `_simple`): a table changed in place would keep its old routes.
 ROUTE_ENTRIES = 4096
 ROUTE_LONGEST = 1024
-_ROUTES: dict = {}      # id(table) -> (table, its Memo); the table is held so that its id stays its own
+_ROUTES: dict = {}      # id(table) -> (table, its Memo, its plan); the table is held: its id stays its own
 
 
 def route(table, msg: str):
     """(index, match) of the first pattern of `table` found in `msg`, or None."""
     held = _ROUTES.get(id(table))
     if held is None or held[0] is not table:
-        held = _ROUTES[id(table)] = (table, Memo(ROUTE_ENTRIES, ROUTE_LONGEST))
+        plan = tuple((i, rx, needles(rx)) for i, (rx, _fn) in enumerate(table))
+        held = _ROUTES[id(table)] = (table, Memo(ROUTE_ENTRIES, ROUTE_LONGEST), plan)
     memo = held[1]
     got = memo.get(msg)
     if got is MISS:
-        got = route_plain(table, msg)
+        got = _planned(held[2], msg)
         memo.put(msg, got)
-    elif got is not None and table[got[0]][0] is not got[1].re:
-        got = route_plain(table, msg)       # the table was changed since (a test's): no memo
     return got
+
+
+def _planned(plan, msg: str):
+    """route_plain with each pattern's phrases looked up once per table, not once per line."""
+    for i, rx, n in plan:
+        if n is not None:
+            for x in n:
+                if x in msg:
+                    break
+            else:
+                continue            # the phrase is not there: no search
+        m = rx.search(msg)
+        if m:
+            return i, m
+    return None
 
 
 def route_plain(table, msg: str):
