@@ -14,14 +14,19 @@ from diagnose.sources.readers.lineprefix import peel
 
 
 @functools.lru_cache(maxsize=1)
-def _messages() -> tuple:
-    """The message of every line of the real logs (its prefixes and header peeled), each distinct
-    one once (an equal message gives an equal result: that is what the memos rest on)."""
+def _lines() -> dict:
+    """Every line of the real logs peeled, the first of each distinct message (an equal message
+    gives an equal result: that is what the memos rest on), by message."""
     out = {}
     for path in sorted((FIXTURES / "real").glob("*.log")):
         for i, text in enumerate(path.read_text(encoding="utf-8", errors="replace").split("\n")):
-            out[peel(path.name, i + 1, text).msg] = None
-    return tuple(out)
+            line = peel(path.name, i + 1, text)
+            out.setdefault(line.msg, line)
+    return out
+
+
+def _messages() -> tuple:
+    return tuple(_lines())
 
 
 def _same_match(a, b) -> bool:
@@ -94,3 +99,30 @@ def test_the_memos_stay_bounded():
     # a deeply nested value too deep to copy is parsed again, not lost
     deep = "{" + '"a": [' * 400 + "1" + "]" * 400 + "}"
     assert kv.parse_dict(deep) == kv.parse_dict_plain(deep)
+
+
+def _state(ev, src) -> tuple:
+    v = ev.lifecycle.get(src)
+    life = (len(ev.lifecycle), v and tuple(getattr(v, a) for a in v.__slots__))
+    events = {k: [(e.line, e.data) for e in v] for k, v in ev.events.items()}
+    return (repr(ev.facts), events, dict(ev.event_counts), dict(ev.counters), set(ev.hosts), set(ev.ray_ips),
+            dict(ev.nccl_comms), life, list(ev.values.items()))
+
+
+def test_shared_lines_skipped_as_quiet_are_what_the_whole_reading_gives():
+    """feed_common skips every branch (_shared) for a message quiet_plain says none can act on:
+    over every real line it says so of, the branches would have read nothing and changed nothing,
+    on fresh evidence and on evidence with a traceback open and a stop under way."""
+    from diagnose.evidence.model import Evidence
+    quiet = [line for msg, line in _lines().items() if common.quiet_plain(msg)]
+    assert len(quiet) > 30_000
+    for prepare in (None, "traceback", "stopping"):
+        ev = Evidence()
+        for line in quiet:
+            if prepare:
+                life = common.lifecycle(ev, line.source)
+                life.tb = "open" if prepare == "traceback" else None
+                life.stopping = prepare == "stopping"
+            before = _state(ev, line.source)
+            assert common._shared(line.msg, line, ev, None, ev.lifecycle.get(line.source)) is False, line.raw
+            assert _state(ev, line.source) == before, line.raw
