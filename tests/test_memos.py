@@ -88,14 +88,14 @@ def test_a_dumps_parse_from_the_memo_is_the_plain_parse_and_its_own():
 
 
 def test_the_memos_stay_bounded():
-    m = memo.Memo(entries=8, longest=10)
+    m = memo.Memo(entries=8, longest=10, budget=40)
     for i in range(100):
         m.put(f"line {i}", i)
-        assert len(m.data) <= 8
+        assert len(m.data) <= 8 and m.size <= 40 and m.size == sum(map(len, m.data))
     m.put("x" * 11, 1)
     assert m.get("x" * 11) is memo.MISS
-    assert common.ROUTE_ENTRIES * common.ROUTE_LONGEST <= 8 << 20
-    assert kv.DUMP_ENTRIES * kv.DUMP_LONGEST <= 4 << 20
+    # each memo holds a few MB of text at most (4 bytes a character at worst)
+    assert common.ROUTE_BUDGET * 4 <= 2 << 20 and kv.DUMP_BUDGET * 4 <= 1 << 20
     # a deeply nested value too deep to copy is parsed again, not lost
     deep = "{" + '"a": [' * 400 + "1" + "]" * 400 + "}"
     assert kv.parse_dict(deep) == kv.parse_dict_plain(deep)

@@ -13,24 +13,29 @@ MISS = object()         # what `get` returns for a text not kept
 
 
 class Memo:
-    """text -> value, at most `entries` texts of at most `longest` characters each: its memory is
-    bounded by entries x longest characters plus the values kept (each caller bounds those)."""
-    __slots__ = ("data", "entries", "longest")
+    """text -> value, at most `entries` texts of at most `longest` characters each and `budget`
+    characters in all: its memory is bounded by the budget (4 bytes a character at worst) and the
+    entries' values (each caller bounds those)."""
+    __slots__ = ("data", "entries", "longest", "budget", "size")
 
-    def __init__(self, entries: int, longest: int) -> None:
+    def __init__(self, entries: int, longest: int, budget: int) -> None:
         self.data: dict = {}
-        self.entries, self.longest = entries, longest
+        self.entries, self.longest, self.budget = entries, longest, budget
+        self.size = 0           # characters of the texts kept
 
     def get(self, key: str):
         return self.data.get(key, MISS)
 
     def put(self, key: str, value) -> None:
-        if len(key) > self.longest:
+        n = len(key)
+        if n > self.longest:
             return
         data = self.data
-        if len(data) >= self.entries:
+        if len(data) >= self.entries or self.size + n > self.budget:
             data.clear()        # simpler than an LRU, and as bounded: repeats fill it again at once
+            self.size = 0
         data[key] = value
+        self.size += n
 
 
 def fresh(v):

@@ -109,9 +109,11 @@ KV_FAILED_REQS = re.compile(r"Failing (?P<n>\d+) request\(s\) due to KV load fai
 HF_SNAPSHOT = re.compile(r"models--(?P<org>[\w.]+(?:-[\w.]+)*)--(?P<name>[\w.\-]{1,200})[/\\]snapshots[/\\]")
 MAX_PREFIXES = 100_000
 # The memos of what a message alone decides (its route through a table, whether feed_common can
-# act on it): this many messages of up to this many characters each, per memo (memo.py).
+# act on it): this many messages of up to this many characters each, and this many characters in
+# all, per memo (memo.py): a few MB at most each, whatever the input.
 ROUTE_ENTRIES = 4096
 ROUTE_LONGEST = 1024
+ROUTE_BUDGET = 512 * 1024
 PROBE_PATHS = ("/metrics", "/health", "/ping", "/v1/models", "/version", "/load")
 
 
@@ -272,7 +274,7 @@ def quiet_plain(msg: str) -> bool:
 
 
 # Whether a message is quiet depends on it alone: kept per message, bounded as routes are.
-_QUIET = Memo(ROUTE_ENTRIES, ROUTE_LONGEST)
+_QUIET = Memo(ROUTE_ENTRIES, ROUTE_LONGEST, ROUTE_BUDGET)
 
 
 def _exit_status(code: int, line: Line, ev: Evidence, when) -> None:
@@ -379,7 +381,7 @@ def route(table, msg: str):
     held = _ROUTES.get(id(table))
     if held is None or held[0] is not table:
         plan = tuple((i, rx, needles(rx)) for i, (rx, _fn) in enumerate(table))
-        held = _ROUTES[id(table)] = (table, Memo(ROUTE_ENTRIES, ROUTE_LONGEST), plan)
+        held = _ROUTES[id(table)] = (table, Memo(ROUTE_ENTRIES, ROUTE_LONGEST, ROUTE_BUDGET), plan)
     memo = held[1]
     got = memo.get(msg)
     if got is MISS:

@@ -87,11 +87,13 @@ def _literal(text: str):
 
 # A launch's config dump and argument dict repeat verbatim at every launch of a restart loop, and
 # parsing one (literal_eval compiles its reprs) cost ~4 ms. Kept by text (memo.py), bounded: 32
-# dumps of up to 64 KB each; each caller gets containers of its own (memo.fresh).
+# dumps of up to 64 KB each, 256 K characters in all (a dump is ~5 KB; its parsed values take a
+# few times its text); each caller gets containers of its own (memo.fresh).
 DUMP_ENTRIES = 32
 DUMP_LONGEST = 64 * 1024
-_PAIRS = Memo(DUMP_ENTRIES, DUMP_LONGEST)
-_DICTS = Memo(DUMP_ENTRIES, DUMP_LONGEST)
+DUMP_BUDGET = 256 * 1024
+_PAIRS = Memo(DUMP_ENTRIES, DUMP_LONGEST, DUMP_BUDGET)
+_DICTS = Memo(DUMP_ENTRIES, DUMP_LONGEST, DUMP_BUDGET)
 
 
 def _kept(memo: Memo, parse, text: str) -> dict:

@@ -10,7 +10,7 @@ from ....evidence.model import Evidence
 from ....redact import redact
 from .. import kv
 from ..kv import excerpt
-from ..common import ROUTE_ENTRIES, ROUTE_LONGEST, dispatch, note_alive, note_failure, note_launch, note_prompt
+from ..common import ROUTE_BUDGET, ROUTE_ENTRIES, ROUTE_LONGEST, dispatch, note_alive, note_failure, note_launch, note_prompt
 from ...memo import MISS, Memo
 from ...readers.lineprefix import Line
 
@@ -502,7 +502,7 @@ def head_plain(msg: str):
 
 # Start-up lines repeat verbatim at each launch of a restart loop: `head` depends on the message
 # alone and is kept by message, bounded as common.route is (memo.py).
-_HEADS = Memo(ROUTE_ENTRIES, ROUTE_LONGEST)
+_HEADS = Memo(ROUTE_ENTRIES, ROUTE_LONGEST, ROUTE_BUDGET)
 
 
 def looks_like(line: Line) -> bool:
