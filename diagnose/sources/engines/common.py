@@ -130,12 +130,13 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
         _exception_line(msg, line, ev, life, when)     # not consumed: OOM and KV wordings below read it too
     if line.ip:
         ev.ray_ips.add(line.ip)
-    quiet = _QUIET.get(msg)
-    if quiet is MISS:
-        quiet = quiet_plain(msg)
-        _QUIET.put(msg, quiet)
-    if quiet:
-        return False        # no branch of _shared can take it (most lines)
+    if "INFO:" not in msg:      # uvicorn's lines (an access line each request) go on at once
+        quiet = _QUIET.get(msg)
+        if quiet is MISS:
+            quiet = quiet_plain(msg)
+            _QUIET.put(msg, quiet)
+        if quiet:
+            return False        # no branch of _shared can take it (most lines)
     return _shared(msg, line, ev, when, life)
 
 
@@ -258,9 +259,9 @@ def quiet_plain(msg: str) -> bool:
     with, or one that holds whenever it does, is false for all of them. A branch added to _shared
     adds its condition here."""
     return not (
-        "/snapshots/" in msg or "\\snapshots\\" in msg
+        "INFO:" in msg                      # uvicorn: access lines, ready, shutting down
+        or "/snapshots/" in msg or "\\snapshots\\" in msg
         or DISAGG_HINTS_RE.search(msg) or KV_XFER_HINTS_RE.search(msg)
-        or "INFO:" in msg                   # uvicorn: access lines, ready, shutting down
         or NCCL.match(msg) or msg.startswith("NCCL version")
         or ("emory" in msg or "EMORY" in msg or "ALLOC_FAILED" in msg) and OOM.search(msg)
         or ("NCCL" in msg or "DistBackendError" in msg or "Watchdog" in msg) and NCCL_ERR.search(msg)
