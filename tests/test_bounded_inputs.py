@@ -152,6 +152,34 @@ def test_rows_past_the_bound_are_thinned_evenly_per_series():
     assert rows.dropped + len(rows) == 80_000
 
 
+def test_rows_extended_at_once_are_what_one_append_each_gives():
+    """Rows.extend puts rows that fit under the cap in at once: the same rows, thinning and state
+    as appending them one by one, whatever the launches sharing the cap already hold."""
+    import random
+
+    from diagnose.evidence.model import Rows
+    rng = random.Random(3)
+    for _ in range(300):
+        cap = rng.randint(1, 40)
+        fast, plain = Rows(cap, lambda r: r["gpu"]), Rows(cap, lambda r: r["gpu"])
+        other_f, other_p = Rows(cap, lambda r: r["gpu"]), Rows(cap, lambda r: r["gpu"])
+        fast.share(other_f)
+        plain.share(other_p)
+        for t in range(rng.randint(0, 30)):
+            row = {"time": t, "gpu": rng.randint(0, 2)}
+            other_f.append(row)
+            other_p.append(row)
+        for _step in range(rng.randint(1, 6)):
+            batch = [{"time": 100 + i, "gpu": rng.randint(0, 2)} for i in range(rng.randint(0, 25))]
+            fast.extend(batch)
+            for r in batch:
+                plain.append(r)
+            for a, b in ((fast, plain), (other_f, other_p)):
+                assert list(a) == list(b) and a.stride == b.stride and a.dropped == b.dropped
+                assert a._pending == b._pending and a.seen == b.seen
+                assert sorted(a.order.values()) == sorted(b.order.values())
+
+
 def test_a_long_stats_log_is_thinned_with_a_note(tmp_path, monkeypatch):
     """In-process with a small bound: the note says how many samples and which were kept."""
     from diagnose.evidence import model

@@ -149,6 +149,11 @@ class Rows(list):
         self._pending = n % self.stride != 0
 
     def extend(self, rows) -> None:
+        # Rows that all fit under the cap go in at once: each append would have taken its first
+        # branch (a folded launch's rows, each append summing the lengths of every launch's Rows).
+        if self.stride == 1 and isinstance(rows, list) and rows is not self and self._used() + len(rows) <= self.cap:
+            list.extend(self, rows)
+            return
         for r in rows:
             self.append(r)
 

@@ -99,9 +99,12 @@ class Engine:
 
     def parser(self):
         """A new line parser for one input (imported on first use: lines.py needs lineprefix,
-        which needs every engine's header)."""
-        import importlib
-        parser = importlib.import_module(f"{__name__}.{self.name}.lines").Parser()
+        which needs every engine's header). Each launch gets its own: the class is looked up once."""
+        cls = self.__dict__.get("_parser_class")
+        if cls is None:
+            import importlib
+            cls = self._parser_class = importlib.import_module(f"{__name__}.{self.name}.lines").Parser
+        parser = cls()
         parser.engine = self.name       # the name is the registry's: declared once, here
         return parser
 

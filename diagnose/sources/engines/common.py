@@ -10,6 +10,7 @@ import zlib
 from ...evidence.model import Evidence
 from ...redact import redact
 from ..literals import needles
+from ..memo import MISS, Memo
 from ..readers.lineprefix import Line
 from . import ENGINES
 
@@ -107,6 +108,12 @@ KV_FAILED_REQS = re.compile(r"Failing (?P<n>\d+) request\(s\) due to KV load fai
 # (a Windows path writes it with backslashes)
 HF_SNAPSHOT = re.compile(r"models--(?P<org>[\w.]+(?:-[\w.]+)*)--(?P<name>[\w.\-]{1,200})[/\\]snapshots[/\\]")
 MAX_PREFIXES = 100_000
+# The memos of what a message alone decides (its route through a table, whether feed_common can
+# act on it): this many messages of up to this many characters each, and this many characters in
+# all, per memo (memo.py): a few MB at most each, whatever the input.
+ROUTE_ENTRIES = 4096
+ROUTE_LONGEST = 1024
+ROUTE_BUDGET = 512 * 1024
 PROBE_PATHS = ("/metrics", "/health", "/ping", "/v1/models", "/version", "/load")
 
 
@@ -123,6 +130,19 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
         _exception_line(msg, line, ev, life, when)     # not consumed: OOM and KV wordings below read it too
     if line.ip:
         ev.ray_ips.add(line.ip)
+    if "INFO:" not in msg:      # uvicorn's lines (an access line each request) go on at once
+        quiet = _QUIET.get(msg)
+        if quiet is MISS:
+            quiet = quiet_plain(msg)
+            _QUIET.put(msg, quiet)
+        if quiet:
+            return False        # no branch of _shared can take it (most lines)
+    return _shared(msg, line, ev, when, life)
+
+
+def _shared(msg: str, line: Line, ev: Evidence, when, life) -> bool:
+    """feed_common's branches, each opened by what the message holds (quiet_plain)."""
+    src, n = line.source, line.lineno
     if ("/snapshots/" in msg or "\\snapshots\\" in msg) and "model" not in ev.facts and "hf_snapshot" not in ev.events:
         m = HF_SNAPSHOT.search(msg)
         if m:
@@ -234,6 +254,30 @@ def feed_common(line: Line, ev: Evidence, when) -> bool:
     return False
 
 
+def quiet_plain(msg: str) -> bool:
+    """True when no branch of _shared can act on the message: the condition each branch opens
+    with, or one that holds whenever it does, is false for all of them. A branch added to _shared
+    adds its condition here."""
+    return not (
+        "INFO:" in msg                      # uvicorn: access lines, ready, shutting down
+        or "/snapshots/" in msg or "\\snapshots\\" in msg
+        or DISAGG_HINTS_RE.search(msg) or KV_XFER_HINTS_RE.search(msg)
+        or NCCL.match(msg) or msg.startswith("NCCL version")
+        or ("emory" in msg or "EMORY" in msg or "ALLOC_FAILED" in msg) and OOM.search(msg)
+        or ("NCCL" in msg or "DistBackendError" in msg or "Watchdog" in msg) and NCCL_ERR.search(msg)
+        or ("context length" in msg or "max_seq_len" in msg or "maximum model length" in msg) and CTX_REJECT.search(msg)
+        or "Ray" in msg and RAY_CLUSTER.search(msg)
+        or "Not collecting DCP metrics" in msg or "metric not enabled" in msg
+        or "NVIDIA" in msg and ("UUID" in msg or "capability" in msg or "|" in msg) and GPU_NAMED.search(msg)
+        or "Traceback (most recent call last)" in msg
+        or ("Error" in msg or "Exception" in msg) and REQUEST_ERROR.search(msg)
+        or STOP_HINTS_RE.search(msg))
+
+
+# Whether a message is quiet depends on it alone: kept per message, bounded as routes are.
+_QUIET = Memo(ROUTE_ENTRIES, ROUTE_LONGEST, ROUTE_BUDGET)
+
+
 def _exit_status(code: int, line: Line, ev: Evidence, when) -> None:
     if code in EXIT_KILLED:
         return
@@ -318,15 +362,59 @@ def note_launch(ev: Evidence, src: str) -> None:
 def dispatch(parser, table, msg: str, line: Line, ev: Evidence, when) -> bool:
     """An engine parser's table of (pattern, handler): the first pattern found in the message
     hands the line to its handler. True when one did."""
-    for rx, fn in table:
+    got = route(table, msg)
+    if got is None:
+        return False
+    i, m = got
+    table[i][1](parser, m, line, ev, when)
+    return True
+
+
+# Which pattern of a table a message matches depends on the message alone: kept per table for
+# the bodies that repeat (memo.py). A match kept is handed again for an equal message: its groups
+# and positions are the same. Messages past ROUTE_LONGEST are searched each time. The tables are
+# constants (a parser class's `_simple`): a table changed in place would keep its old routes.
+_ROUTES: dict = {}      # id(table) -> (table, its Memo, its plan); the table is held: its id stays its own
+
+
+def route(table, msg: str):
+    """(index, match) of the first pattern of `table` found in `msg`, or None."""
+    held = _ROUTES.get(id(table))
+    if held is None or held[0] is not table:
+        plan = tuple((i, rx, needles(rx)) for i, (rx, _fn) in enumerate(table))
+        held = _ROUTES[id(table)] = (table, Memo(ROUTE_ENTRIES, ROUTE_LONGEST, ROUTE_BUDGET), plan)
+    memo = held[1]
+    got = memo.get(msg)
+    if got is MISS:
+        got = _planned(held[2], msg)
+        memo.put(msg, got)
+    return got
+
+
+def _planned(plan, msg: str):
+    """route_plain with each pattern's phrases looked up once per table, not once per line."""
+    for i, rx, n in plan:
+        if n is not None:
+            for x in n:
+                if x in msg:
+                    break
+            else:
+                continue            # the phrase is not there: no search
+        m = rx.search(msg)
+        if m:
+            return i, m
+    return None
+
+
+def route_plain(table, msg: str):
+    for i, (rx, _fn) in enumerate(table):
         n = needles(rx)
         if n is not None and not any(x in msg for x in n):     # the phrase is not there: no search
             continue
         m = rx.search(msg)
         if m:
-            fn(parser, m, line, ev, when)
-            return True
-    return False
+            return i, m
+    return None
 
 
 def note_alive(ev: Evidence, src: str) -> None:

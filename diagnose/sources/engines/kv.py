@@ -11,6 +11,7 @@ from functools import lru_cache
 
 from ... import redact as _redaction
 from ...redact import redact
+from ..memo import MISS, Memo, fresh
 
 
 # The characters split_top acts on: it jumps from one to the next (a config dump's line is tens of
@@ -84,8 +85,34 @@ def _literal(text: str):
         return ast.literal_eval(text)
 
 
+# A launch's config dump and argument dict repeat verbatim at every launch of a restart loop, and
+# parsing one (literal_eval compiles its reprs) cost ~4 ms. Kept by text (memo.py), bounded: 32
+# dumps of up to 64 KB each, 256 K characters in all (a dump is ~5 KB; its parsed values take a
+# few times its text); each caller gets containers of its own (memo.fresh).
+DUMP_ENTRIES = 32
+DUMP_LONGEST = 64 * 1024
+DUMP_BUDGET = 256 * 1024
+_PAIRS = Memo(DUMP_ENTRIES, DUMP_LONGEST, DUMP_BUDGET)
+_DICTS = Memo(DUMP_ENTRIES, DUMP_LONGEST, DUMP_BUDGET)
+
+
+def _kept(memo: Memo, parse, text: str) -> dict:
+    got = memo.get(text)
+    if got is MISS:
+        got = parse(text)
+        memo.put(text, got)
+    try:
+        return fresh(got)
+    except RecursionError:      # a value nested too deep to copy: parsed again, as it was
+        return parse(text)
+
+
 def parse_pairs(body: str) -> dict:
     """`a=1, b='x', c={"k":1}` → dict. Keys without `=` (a quirk, or a cut line) are skipped."""
+    return _kept(_PAIRS, parse_pairs_plain, body)
+
+
+def parse_pairs_plain(body: str) -> dict:
     out = {}
     for part in split_top(body):
         # v0.6.3 quirk: `chunked_prefill_enabled=False multi_step_stream_outputs=True`
@@ -111,6 +138,10 @@ def _split_missing_comma(part: str) -> list[str]:
 
 def parse_dict(text: str) -> dict:
     """A python dict repr → dict; falls back to top-level `'key': value` pairs if it has reprs."""
+    return _kept(_DICTS, parse_dict_plain, text)
+
+
+def parse_dict_plain(text: str) -> dict:
     text = text.strip()
     if text.startswith("{") and text.endswith("}") and ('": ' in text or '":' in text):
         try:        # JSON (sglang-diffusion's `server_args: {"model_path": …, "trust_remote_code": false}`)

@@ -154,8 +154,15 @@ class Clock:
         self.base_year = self.year
         self._last: tuple[int, int] | None = None
         self._last_dt: datetime | None = None
+        # The stamp the last call turned into _last_dt: lines of one second share it, and the same
+        # stamp again gives the same time (nothing else changed the state since).
+        self._stamp = None
 
     def at(self, line: Line) -> datetime | None:
+        stamp = line.stamp
+        if line.dt is None and stamp is not None and stamp == self._stamp:
+            return self._last_dt
+        self._stamp = None
         if line.dt is not None:
             self.year = line.dt.year
             self.guessed = False
@@ -167,9 +174,9 @@ class Clock:
                 self.guessed = False
             except ValueError:
                 pass
-        if line.stamp is None:
+        if stamp is None:
             return None
-        mon, day, hms = line.stamp
+        mon, day, hms = stamp
         try:
             h, mi, s = map(int, hms.split(":"))
             if self._last is not None and (mon, day) < self._last and self._last[0] - mon >= 6:
@@ -184,6 +191,7 @@ class Clock:
                     return late
             self._last = (mon, day)
             self._last_dt = datetime(self.year, mon, day, h, mi, s)
+            self._stamp = stamp
             return self._last_dt
         except ValueError:
             self._last = (mon, day)

@@ -11,6 +11,7 @@ from .. import kv
 from ..kv import excerpt
 from ....redact import redact
 from ..common import dispatch, note_alive, note_failure, note_launch, note_prompt_field
+from ...literals import search
 from ...readers.lineprefix import Line, _dt, peel, visible
 from .header import HEADER
 
@@ -145,7 +146,7 @@ class SglangParser:
                 self._last_batch = line.lineno
                 self._batch(m, msg, line, ev, when)
                 return True
-        m = SERVER_ARGS.search(msg)
+        m = search(SERVER_ARGS, msg)     # gated by its phrase: the pattern starts with none
         if m:
             note_launch(ev, line.source)
             if m.group("dict"):

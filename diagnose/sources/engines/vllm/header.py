@@ -18,4 +18,5 @@ def match(text: str) -> Header | None:
     m = HEADER.match(text)
     if not m:
         return None
-    return Header("vllm", m.end(), level=m.group("level"), stamp=(int(m.group("mon")), int(m.group("day")), m.group("hms")))
+    level, mon, day, hms = m.group("level", "mon", "day", "hms")      # every line: one call, not four
+    return Header("vllm", m.end(), level, (int(mon), int(day), hms))

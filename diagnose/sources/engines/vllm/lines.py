@@ -10,7 +10,8 @@ from ....evidence.model import Evidence
 from ....redact import redact
 from .. import kv
 from ..kv import excerpt
-from ..common import dispatch, note_alive, note_failure, note_launch, note_prompt
+from ..common import ROUTE_BUDGET, ROUTE_ENTRIES, ROUTE_LONGEST, dispatch, note_alive, note_failure, note_launch, note_prompt
+from ...memo import MISS, Memo
 from ...readers.lineprefix import Line, visible
 from .header import HEADER
 
@@ -197,43 +198,31 @@ class VllmParser:
                 note_prompt(msg, ev)
                 ev.add_event("request", src, n, lambda: redact(line.raw), when)
             return True
-        m = CONFIG.search(msg)
-        if m:
+        got = head(msg)
+        if got is None:
+            return dispatch(self, self._simple, msg, line, ev, when)
+        kind, m = got
+        if kind == "config":
             self._config(m, line, ev)
-            return True
-        m = NON_DEFAULT.search(msg)
-        if m:
+        elif kind == "non_default":
             # A dict a paste wrapped never closes on its line: take what it says, but no defaults
             # for what it may say further on (a wrapped TP-2 run is not TP 1).
             self._non_default(kv.parse_dict(m.group("d")), line, ev, closed=m.group("d").rstrip().endswith("}"))
-            return True
-        m = NAMESPACE.match(msg)
-        if m:
+        elif kind == "namespace":
             self._non_default(kv.parse_pairs(m.group("body")), line, ev, namespace=True)
-            return True
-        m = VERSION.search(msg)
-        if m:
+        elif kind == "version":
             self._version(m.group("ver"), line, ev)
             ev.set_fact("model", m.group("model"), src, n, line.raw, override=False)
-            return True
-        if c in "█▀▄ " and ("█" in msg or "▀" in msg):
-            m = BANNER.search(msg)
-            if m:
-                if m.group("ver"):
-                    self._version(m.group("ver"), line, ev)
-                else:
-                    ev.set_fact("model", m.group("model"), src, n, line.raw, override=False)
-                return True
-        m = CMDLINE.search(msg)
-        if m and "--" in m.group("args"):
+        elif kind == "banner":
+            if m.group("ver"):
+                self._version(m.group("ver"), line, ev)
+            else:
+                ev.set_fact("model", m.group("model"), src, n, line.raw, override=False)
+        elif kind == "cmdline":
             self._cmdline(m.group("args"), line, ev)
-            return True
-        if msg.lstrip().startswith("--"):
-            m = ARG_LINE.match(msg)
-            if m:
-                self._cmdline(m.group(0).strip().rstrip("\\"), line, ev)
-                return True
-        return dispatch(self, self._simple, msg, line, ev, when)
+        else:           # "arg_line"
+            self._cmdline(m.group(0).strip().rstrip("\\"), line, ev)
+        return True
 
     def feed_stats(self, m, items, line: Line, ev: Evidence, when) -> None:
         """A stats line stats_line() read (loading's fast path): what feed() does with it."""
@@ -543,6 +532,48 @@ def _items(rest: str):
         return [(k, float(v)) for k, v, _ in found]
     except ValueError:
         return None
+
+
+def head(msg: str):
+    """(kind, match) of the start-up lines the parser reads before its table (a config dump, the
+    arguments, the version, the launch command), in the order it tries them; None for none."""
+    got = _HEADS.get(msg)
+    if got is MISS:
+        got = head_plain(msg)
+        _HEADS.put(msg, got)
+    return got
+
+
+def head_plain(msg: str):
+    m = CONFIG.search(msg)
+    if m:
+        return "config", m
+    m = NON_DEFAULT.search(msg)
+    if m:
+        return "non_default", m
+    m = NAMESPACE.match(msg)
+    if m:
+        return "namespace", m
+    m = VERSION.search(msg)
+    if m:
+        return "version", m
+    if msg[:1] in "█▀▄ " and ("█" in msg or "▀" in msg):
+        m = BANNER.search(msg)
+        if m:
+            return "banner", m
+    m = CMDLINE.search(msg)
+    if m and "--" in m.group("args"):
+        return "cmdline", m
+    if msg.lstrip().startswith("--"):
+        m = ARG_LINE.match(msg)
+        if m:
+            return "arg_line", m
+    return None
+
+
+# Start-up lines repeat verbatim at each launch of a restart loop: `head` depends on the message
+# alone and is kept by message, bounded as common.route is (memo.py).
+_HEADS = Memo(ROUTE_ENTRIES, ROUTE_LONGEST, ROUTE_BUDGET)
 
 
 def looks_like(line: Line) -> bool:
