@@ -544,19 +544,16 @@ def head(msg: str):
     return got
 
 
+# The start-up lines head() tells first, in the order tried: (kind, how its pattern is applied).
+_HEAD_FIRST = (("config", CONFIG.search), ("non_default", NON_DEFAULT.search), ("namespace", NAMESPACE.match),
+               ("version", VERSION.search))
+
+
 def head_plain(msg: str):
-    m = CONFIG.search(msg)
-    if m:
-        return "config", m
-    m = NON_DEFAULT.search(msg)
-    if m:
-        return "non_default", m
-    m = NAMESPACE.match(msg)
-    if m:
-        return "namespace", m
-    m = VERSION.search(msg)
-    if m:
-        return "version", m
+    for kind, find in _HEAD_FIRST:
+        m = find(msg)
+        if m:
+            return kind, m
     if msg[:1] in "█▀▄ " and ("█" in msg or "▀" in msg):
         m = BANNER.search(msg)
         if m:
