@@ -98,18 +98,21 @@ class _Followed:
         if w.end == 0:                  # not one whole line yet
             return loading._read(inp, self.year, None, False, None)
         keep = _Keep()
+        keep.tail = _tail(w, st.st_size)
         r = loading._read(w, self.year, None, False, None, keep)
         if keep.state is None:
-            # a whole-file format, or no complete line yet: read whole, as without --follow
+            # a whole-file format: read whole, as without --follow
             return loading._read(inp, self.year, None, False, None) if w.end < st.st_size else r
         self.state, self.win = keep.state, w
         self.ident, self.head = (st.st_dev, st.st_ino), head[:min(len(head), w.end)]
-        tail = _tail(w, st.st_size)
-        return r if tail is None else keep.state.snapshot(tail)
+        return r
 
 
 class _Keep:
+    """What loading._read gives back besides the Read: the reading, kept open (`tail`: the blocks of
+    a last line still being written, read into the first pass's copy only)."""
     state = None
+    tail = None
 
 
 def _tail(w: _Window, size: int):

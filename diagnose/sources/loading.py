@@ -306,7 +306,7 @@ def _lines(inp: Input, first: bytes, blocks, year, into, sniffing: bool, started
     if keep is None:
         return r.finish()
     keep.state = r          # followed (following.py): fed what is appended, finished on a copy
-    return r.snapshot()
+    return r.snapshot(keep.tail)
 
 
 class LineRead:
