@@ -165,9 +165,6 @@ def analyze(
 ) -> None:
     from . import redact
     from .config import ConfigError, load_config
-    from .ruleset.rules import RuleError
-    from .pipeline import analyze_all, combined_json
-    from .sources import InputError
 
     redact.ENABLED = not no_redact
     from . import clock
@@ -239,6 +236,10 @@ def analyze(
             _die(f"-o {output}: is one of the inputs; not overwritten")
     kw = dict(rule_dirs=rules, ignore=ignored, year=year, gpu_start=start, gpu_interval=gpu_interval,
               gpu_name=gpu_name, overrides=cfg.rules, targets=tgt or None)
+    # Imported once the options are known good: a usage error costs no reader, rule or report.
+    from .ruleset.rules import RuleError
+    from .pipeline import analyze_all, combined_json
+    from .sources import InputError
     from .sources.prometheus import PromError
     try:
         analyses = analyze_all(files, prometheus=prom, **kw)

@@ -15,8 +15,16 @@ sniff.py tells whole-file inputs from text; prometheus.py and nvml_live.py read 
 """
 from __future__ import annotations
 
-from .grouping import load_groups
-from .loading import load, read_input, start_scans
-from .readers.files import Input, InputError, resolve
+import importlib
 
-__all__ = ["load", "load_groups", "read_input", "start_scans", "Input", "InputError", "resolve"]
+# The rooms' doors, imported when first asked for (PEP 562): a run that only checks its options,
+# or reads a scrape, does not pay for the line readers and every engine's patterns.
+_DOORS = {"load_groups": ".grouping", "load": ".loading", "read_input": ".loading", "start_scans": ".loading",
+          "Input": ".readers.files", "InputError": ".readers.files", "resolve": ".readers.files"}
+__all__ = list(_DOORS)
+
+
+def __getattr__(name: str):
+    if name in _DOORS:
+        return getattr(importlib.import_module(_DOORS[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
