@@ -29,18 +29,21 @@ def _json(run: ReportRun) -> str:
     return render(doc)
 
 
+def _ticket(run: ReportRun, mk) -> str:
+    from . import ticket
+    text = ticket.render_run_head(mk, [d for d, _ in run.parts], run.doc.get("skipped") or [])
+    text += f"\n{mk.rule}\n\n".join(ticket.render(mk, d, t) for d, t in run.parts)
+    return text + (ticket.render_comparison(mk, run.comparison) if run.comparison is not None else "")
+
+
 def _markdown(run: ReportRun) -> str:
-    from .markdown import render, render_comparison, render_run_head
-    text = render_run_head([d for d, _ in run.parts], run.doc.get("skipped") or [])
-    text += "\n---\n\n".join(render(d, t) for d, t in run.parts)
-    return text + (render_comparison(run.comparison) if run.comparison is not None else "")
+    from .markdown import MARKUP
+    return _ticket(run, MARKUP)
 
 
 def _jira(run: ReportRun) -> str:
-    from .jira import render, render_comparison, render_run_head
-    text = render_run_head([d for d, _ in run.parts], run.doc.get("skipped") or [])
-    text += "\n----\n\n".join(render(d, t) for d, t in run.parts)
-    return text + (render_comparison(run.comparison) if run.comparison is not None else "")
+    from .jira import MARKUP
+    return _ticket(run, MARKUP)
 
 
 def _sarif(run: ReportRun) -> str:

@@ -1,13 +1,15 @@
-"""`--format markdown`: a ticket for GitHub or Jira. Headline, verdict, findings table,
-evidence folded in <details>, and the corrected launch command as a code block."""
+"""`--format markdown`: a ticket for GitHub or GitLab (reports/ticket.py writes it; here, how
+Markdown writes each part). Headline, verdict, findings table, evidence folded in <details>, and the
+corrected launch command as a code block."""
 from __future__ import annotations
 
 import re
 
-from .. import __version__
-from .common import (TIMELINE, stop_mark, run_heading, coverage_detail, deployment_label, differences, evidence_line, fix_lines,
-                     input_warnings, launches_text, nothing_read_hint, printable, skipped_lines, sparkline,
-                     summary_rows, window_rows)
+from functools import partial
+
+from . import ticket
+from .common import printable
+from .ticket import Markup
 
 
 # Text from a log outside code must stay text wherever the ticket is pasted: no link (`[x](url)`, a
@@ -61,131 +63,45 @@ def _fence(lines: list[str], info: str = "") -> list[str]:
     return [fence + info, *lines, fence]
 
 
-def render(data: dict, timeline: dict | None = None) -> str:
-    dep = data["deployment"]
-    findings = data["findings"]
-    v = data["verdict"] or {}
-    model = dep.get("model") or "unknown model"
-    if data.get("instance") == "fleet":
-        title = f"# diagnose: fleet of {len(v.get('ranking') or [])} replicas — {len(findings)} fleet finding(s)"
-    elif data.get("instance"):
-        title = f"# diagnose: replica {_cell(data['instance'])} — {len(findings)} finding(s) for {_cell(model)}"
-    else:
-        title = f"# diagnose: {len(findings)} finding(s) for {_cell(model)} ({_cell(dep.get('engine') or 'unknown engine')})"
-    out = [title, ""]
-    warnings = input_warnings(data["inputs"])
-    if warnings:                    # first: what of the input was not read
-        out += [f"> ⚠ {_cell(w)}" for w in warnings] + [""]
-    also = f" (also: {', '.join(v.get('also') or [])})" if v.get("also") else ""
-    out.append(f"**Bottleneck verdict: `{v.get('bottleneck')}`**{also}")
-    out += [f"- {_cell(s)}" for s in v.get("signals", [])]
-    if v.get("window"):
-        out.append(f"- {_cell(v['window'])}")
-    where = launches_text(data)
-    if where:
-        out.append(f"- {_cell(where)}")
-    if v.get("ranking"):
-        out.append(f"- replicas, worst first: {', '.join(_code(r) for r in v['ranking'])}")
-    out.append("")
-    input_notes = [f"- {_code(i['path'])}: {_cell(e)}" for i in data["inputs"] for e in i.get("errors") or []]
-    if input_notes:                 # what the verdict rests on: `partial data (--partial): …`, a widened step
-        out += ["## Notes on the inputs", ""] + input_notes + [""]
-    rows = summary_rows(dep)
-    if rows:
-        out += ["## Deployment", "", "| setting | value |", "|---|---|"]
-        out += [f"| {_cell(k)} | {_code(val)} |" for k, val in rows]
-        out.append("")
-    rows = window_rows(data.get("signals"))
-    if rows:
-        out += ["## Over the whole window", "", "| figure | value |", "|---|---|"]
-        out += [f"| {_cell(k)} | {_cell(val)} |" for k, val in rows]
-        out.append("")
-    if data.get("sweep"):
-        out += _sweep(data["sweep"])
-    if findings:
-        out += ["## Findings", "", "| # | severity | rule | what is wrong | fix |", "|---|---|---|---|---|"]
-        for i, f in enumerate(findings, 1):
-            fx = ", ".join(_code(x) for x in fix_lines(f["fix"])) or _cell(f["fix"].get("note") or f["fix_title"])
-            out.append(f"| {i} | {f['severity']} | `{f['id']}` | {_cell(f['title'])} | {fx} |")
-        out.append("")
-        for i, f in enumerate(findings, 1):
-            out.append(f"### {i}. `{f['id']}` — {_cell(f['title'])}")
-            out.append("")
-            out.append(f"**{_cell(f['fix_title'])}.** Severity {f['severity']}, confidence {f['confidence']}.")
-            if f["impact"]:
-                out.append(f"Impact: {_cell(f['impact'])}")
-            if f["fix"].get("note"):
-                out.append(f"Note: {_cell(f['fix']['note'])}")
-            if f["fix_risk"]:
-                out.append(f"Fix risk: {_cell(f['fix_risk'])}")
-            out += ["", "<details><summary>Evidence</summary>", ""]
-            out += _fence([evidence_line(e) for e in f["evidence"]] or ["(derived from the signals above)"])
-            out += ["", "</details>", ""]
-    else:
-        hint = nothing_read_hint(data)
-        out += [_cell(hint) if hint else "No findings.", ""]
-    fix = data.get("fix")
-    if fix and fix.get("command"):
-        out += ["## Corrected launch command", ""] + _fence(fix["command"].split("\n"), "bash") + [""]
-    if timeline:
-        out += ["## Timeline", "", "```"]
-        out += [f"{label:>13} {sparkline(timeline.get(key, []))}" for key, label in TIMELINE if timeline.get(key)]
-        mark = stop_mark(data)
-        out += ([f"{'end':>13} {mark}"] if mark else []) + ["```", ""]
-    noise = ((data.get("verdict") or {}).get("stopped") or {}).get("errors_after_examples")
-    if noise:
-        out += ["<details><summary>Errors printed while the server stopped (not a crash)</summary>", ""]
-        out += _fence(noise) + ["", "</details>", ""]
-    notes = [f"{_code(i['path'])}: {_cell(coverage_detail(i))}" for i in data["inputs"]]
-    out += ["<sub>" + "; ".join(notes) + f" · {len(data['not_applicable'])} rule(s) not applicable · diagnose {__version__}</sub>", ""]
-    return "\n".join(out)
+class MarkdownMarkup(Markup):
+    rule = "---"
+
+    text = staticmethod(_cell)
+    code = staticmethod(_code)
+
+    def ident(self, s) -> str:
+        return f"`{s}`"             # an id or a verdict: words and dashes
+
+    def heading(self, level: int, s: str) -> str:
+        return "#" * level + " " + s
+
+    def bullet(self, s: str) -> str:
+        return "- " + s
+
+    def warn(self, s: str) -> str:
+        return "> ⚠ " + s
+
+    def bold(self, s: str) -> str:
+        return f"**{s}**"
+
+    def table(self, header, rows, numeric=False):
+        sep = "|" + "---:|" * (len(header) - 1) + "---|" if numeric else "|" + "---|" * len(header)
+        return ["| " + " | ".join(header) + " |", sep] + ["| " + " | ".join(r) + " |" for r in rows]
+
+    def block(self, lines, lang=""):
+        return _fence(lines, lang)
+
+    def folded(self, summary, lines):
+        return [f"<details><summary>{summary}</summary>", ""] + _fence(lines) + ["", "</details>", ""]
+
+    def small(self, s: str) -> str:
+        return f"<sub>{s}</sub>"
+
+    def footer(self, s: str) -> list[str]:
+        return [self.small(s)]
 
 
-def render_run_head(parts: list[dict], skipped: list[dict]) -> str:
-    """Before the deployments: the inputs left out, and with several deployments one row each."""
-    out = []
-    if len(parts) > 1:
-        first = parts[0]["deployment"]
-        heading = run_heading(parts)
-        if heading.startswith(f"{len(parts)} deployments"):
-            out += [f"# diagnose: {len(parts)} deployments", "",
-                    "Different servers, or one server with different settings: each is diagnosed on its own below.", ""]
-        else:                   # one disaggregated deployment: the system, then its nodes
-            out += [f"# diagnose: {_cell(heading.split(' — ')[0])}", "", _cell(heading), ""]
-        out += ["| # | deployment | verdict | findings | differs from 1 in |", "|---|---|---|---|---|"]
-        for i, d in enumerate(parts, 1):
-            f = d["findings"]
-            out.append(f"| {i} | {_cell(deployment_label(d))} | `{(d['verdict'] or {}).get('bottleneck')}` | "
-                       f"{len(f)}{' (' + _code(f[0]['id']) + ')' if f else ''} | {_cell(differences(first, d['deployment']) if i > 1 else '')} |")
-        out.append("")
-    if skipped:
-        out += ["**Inputs left out:**", ""] + [f"- {_cell(x)}" for x in skipped_lines(skipped)] + [""]
-    return "\n".join(out) + ("\n---\n\n" if out else "")
-
-
-def render_comparison(c: dict) -> str:
-    out = ["", "## Compared with the baseline", ""]
-    if c["config_changes"]:
-        out += ["**Configuration changes** (these usually explain the rest):", "", "| setting | before | after |", "|---|---|---|"]
-        out += [f"| {_cell(x['key'])} | {_code(x['before'])} | {_code(x['after'])} |" for x in c["config_changes"]]
-        out.append("")
-    out.append(f"Findings — fixed: {', '.join(f'`{i}`' for i in c['fixed']) or 'none'}; "
-               f"new: {', '.join(f'`{i}`' for i in c['new']) or 'none'}; unchanged: {', '.join(f'`{i}`' for i in c['unchanged']) or 'none'}.")
-    if c.get("sweep"):
-        sw = c["sweep"]
-        out += ["", f"Load sweep knee ({sw['axis'].replace('_', ' ')}): {sw['knee_before']} → {sw['knee_after']}."]
-    out += ["", "| signal | before | after | change | verdict |", "|---|---|---|---|---|"]
-    for name, s in c["signals"].items():
-        ch = f"{s['change'] * 100:+.0f} %" if s.get("change") is not None else ""
-        out.append(f"| {name} | {s['before']} | {s['after']} | {ch} | **{s['verdict']}**"
-                   + (f" ({_cell(s['reason'])})" if s.get("reason") else "") + " |")
-    out += ["", f"<sub>Verdict rule: {c['rule']}.</sub>", ""]
-    return "\n".join(out)
-
-
-def _sweep(sw: dict) -> list[str]:
-    from .common import sweep_table
-    header, rows, notes = sweep_table(sw)
-    out = ["## Load sweep", "", "| " + " | ".join(_cell(h) for h in header) + " |", "|" + "---:|" * (len(header) - 1) + "---|"]
-    out += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
-    return out + [""] + [f"- {_cell(n)}" for n in notes] + [""]
+MARKUP = MarkdownMarkup()
+render = partial(ticket.render, MARKUP)
+render_run_head = partial(ticket.render_run_head, MARKUP)
+render_comparison = partial(ticket.render_comparison, MARKUP)
