@@ -328,3 +328,66 @@ def test_stdev_from_integer_sums_is_the_librarys_float():
         for q in (0.5, 0.9, 0.95):
             assert ranked(ordered, q) == quantile(xs, q)
     assert stdev([1.0]) is None
+
+
+def _c_values(text: str):
+    """What scan.c's dg_stats_line reads of a line (None: it leaves the line to Python)."""
+    import ctypes
+
+    from diagnose.sources.readers import native
+    from diagnose.sources.readers.segments import STATS_WIDTH
+    lib = native.load()
+    assert lib is not None, native.why_not       # built at install: its absence is a failed build
+    raw = text.encode("utf-8", "surrogatepass")
+    buf = ctypes.create_string_buffer(raw, len(raw))
+    out = (ctypes.c_double * STATS_WIDTH)()
+    end = ctypes.cast(ctypes.addressof(buf) + len(raw), ctypes.c_char_p)
+    return list(out) if lib.dg_stats_line(ctypes.cast(buf, ctypes.c_char_p), end, out) else None
+
+
+def _c_agree(text: str) -> bool:
+    """True when C read the line (and its Line and evidence are what the Python fast path makes)."""
+    from diagnose.evidence.model import Evidence
+    from diagnose.sources.loading import c_stats_line
+    v = _c_values(text)
+    if v is None:
+        return False
+    line = c_stats_line("s", 7, text, v)
+    ev = Evidence()
+    _parser("vllm").feed_values(v, line, ev, None)
+    assert _fast_stats(text) == (line, _made(ev)), text
+    return True
+
+
+def test_a_stats_line_c_reads_gives_what_the_python_fast_path_gives():
+    taken = [text for text in _stats_lines("throughput: ") if _c_agree(text)]
+    # most real V1 stats lines are read in C (colours, `ip=`, V0's swap queue are left to Python)
+    assert len(taken) > 10_000
+    assert any(t.startswith("INFO") for t in taken) and any(t.startswith("(") for t in taken)
+
+
+def test_made_up_stats_lines_are_read_in_c_only_where_python_reads_them_alike():
+    head = "(EngineCore_DP0 pid=212) INFO 11-20 09:04:07 [loggers.py:123] "
+    body = ("Engine 001: Avg prompt throughput: 10.5 tokens/s, Avg generation throughput: 54.7 tokens/s, "
+            "Running: 3 reqs, Waiting: 1 reqs")
+    c = [body + ", GPU KV cache usage: 0.2%, Prefix cache hit rate: 35.8%", body,
+         body.replace("3 reqs", "1 req").replace("Engine 001: ", ""),
+         body.replace("10.5", "0.30000000000000004441").replace("54.7", "1" * 40),
+         body + ", GPU KV cache usage: 100.0%, Prefix cache hit rate: 0%"]
+    python = [body + ", Preemptions: 2, GPU KV cache usage: 99.5%",             # another item: Python's walk
+              body.replace("10.5", "1..2"), body.replace("10.5", "3."), body.replace("10.5", ".5"),
+              body.replace("10.5", "9" * 70),                                   # longer than C reads
+              body.replace("Running: 3", "Running: " + "7" * 16),
+              body.replace("Running: 3", "Running: \u0663"),                    # a digit Python's \d knows
+              body + " ", body + "\t", body + "\r", body.replace(", Waiting: 1", ", Swapped: 0 reqs, Pending: 1"),
+              "2 Engines Aggregated: " + body[len("Engine 001: "):], body + ", GPU KV cache usage: 1%x"]
+    heads = [head, "INFO 11-20 09:04:07 [loggers.py:123] ", "WARNING 01-02 03:04:05.123 metrics.py:9] ",
+             "(Worker_TP3 pid=1) DEBUG 12-31 23:59:59 [v1/metrics/loggers.py:1] ", "(x.y-z pid=1) INFO 01-01 00:00:00 [<frozen>:1] "]
+    for text in c:
+        for h in heads:
+            assert _c_agree(h + text), h + text
+    for text in python:
+        assert _c_values(head + text) is None, text
+    for h in ("(A pid=1, ip=10.0.0.5) ", "\x1b[1;36m(APIServer pid=7)\x1b[0;0m ", "vllm-1  | ", "(A pid=1) (B pid=2) ",
+              "(1A pid=1) ", "INFO 1-20 09:04:07 [a.py:1] ", "INFO 11-20 09:04:07 [a.py:] ", "INFO 11-20 09:04:07. [a.py:1] "):
+        assert _c_values(h + head.split(") ", 1)[1] + c[0] if not h.endswith("] ") else h + c[0]) is None, h

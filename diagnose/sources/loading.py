@@ -31,7 +31,7 @@ from .engines.vllm.lines import stats_line as vllm_stats_line
 from .formats import json_lines
 from .launches import Piece, fold_target, marker
 from .readers.files import Input, InputError, read_ahead
-from .readers.lineprefix import Clock, peel
+from .readers.lineprefix import Clock, Line, peel
 from .readers.progress import advancer, counted, progress_bar
 from .readers.scanner import ScanCounts, segments
 from .readers.segments import MAX_LINE, read
@@ -502,7 +502,7 @@ def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bo
                 text = f"{iso} {text}"
             keyword = True
             enveloped = True
-    if keyword and not enveloped and _fast_stats(st, cov, clock, n, text):
+    if keyword and not enveloped and _fast_stats(st, cov, clock, n, text, keyword):
         return
     before = st.piece.launch_line is None
     if not keyword:
@@ -559,12 +559,15 @@ def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bo
 FAST_STATS = (("throughput: ", vllm_stats_line), ("#running-req: ", sglang_batch_line))
 
 
-def _fast_stats(st: _State, cov: Coverage, clock: Clock, n: int, text: str) -> bool:
+def _fast_stats(st: _State, cov: Coverage, clock: Clock, n: int, text: str, read=True) -> bool:
     """A stats line read as the plain path of _one reads it, with what that path would find out
     line by line taken as known: no collector or stream prefix, an engine's header, nothing the
     shared lines' checks act on (the reader makes sure), no launch marker (checked here), and the
     parser of the header's format the first offered the line, which it takes. False, having done
-    nothing, for any other line."""
+    nothing, for any other line. `read`: the values the C reader read of a vLLM stats line
+    (segments.STATS_WIDTH of them), where it did."""
+    if read is not True:
+        return _c_stats(st, cov, clock, n, text, read)
     for literal, reader in FAST_STATS:
         if literal not in text:
             continue
@@ -589,6 +592,34 @@ def _fast_stats(st: _State, cov: Coverage, clock: Clock, n: int, text: str) -> b
         cov.line(n, p.engine, line.raw, read=True)
         return True
     return False
+
+
+def c_stats_line(src: str, n: int, text: str, v) -> Line:
+    """The Line vllm stats_line makes of a stats line scan.c read (dg_stats_line: STATS_HEAD's
+    shape, no `ip=`, nothing visible() would change), from the places C found in it."""
+    lv, hms = int(v[1]), int(v[7])
+    proc = None if v[3] < 0 else text[int(v[3]):int(v[3] + v[4])]
+    return Line(src, n, text, text[int(v[0]):], proc, None, text[lv:lv + int(v[2])],
+                (int(v[5]), int(v[6]), text[hms:hms + 8]), fmt="vllm")
+
+
+def _c_stats(st: _State, cov: Coverage, clock: Clock, n: int, text: str, v) -> bool:
+    """_fast_stats of a vLLM stats line scan.c read: no regex, no float() (C's strtod rounds alike)."""
+    line = c_stats_line(st.src, n, text, v)
+    if marker(line.msg) is not None:
+        return False
+    piece = st.current[None]
+    when = clock.at(line)
+    st.piece = piece
+    piece.saw(n, when, text)
+    ev = piece.ev
+    p = piece.orders["vllm"][0]
+    p.feed_values(v, line, ev, when)
+    piece.engine_lines[p.engine] = piece.engine_lines.get(p.engine, 0) + 1
+    if piece.first_engine is None:
+        piece.first_engine = n
+    cov.line(n, p.engine, text, read=True)
+    return True
 
 
 class _Sampler:

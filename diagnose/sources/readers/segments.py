@@ -20,6 +20,9 @@ from ..engines.common import MAX_PREFIXES, count_head
 from .lineprefix import visible
 
 ROW_WIDTH = 5           # kind, line index in the segment, start and end offsets of its text, status
+# The values the C reader reads of a vLLM stats line (scan.c: dg_stats_line), per such keyword row:
+# where the message, level, process name and time are in the line, and the numbers.
+STATS_WIDTH = 15
 # The longest line read: a longer one is cut to its first MAX_LINE bytes (counted, and said in a
 # note); the rest of it is skipped unread. Every reader cuts at the same place: a line with no
 # newline in its first MAX_LINE bytes. (As large as the C reader's buffer: it holds one line whole.)
@@ -34,11 +37,13 @@ class FlatRows:
     """A segment's rows as C wrote them: ROW_WIDTH int64 each, in one flat array (8 bytes a
     field, where a tuple of five ints takes ~180). Segments wait for the parsers by the dozen: a
     keyword-dense log (every line a start-up line, thousands of launches) has a row per line.
-    Iterating gives the rows as tuples, one at a time."""
-    __slots__ = ("a",)
+    Iterating gives the rows as tuples, one at a time. `stats`: the values of the stats lines C
+    read, STATS_WIDTH each, in row order; a keyword row's last field is 1 + its index there, or 0."""
+    __slots__ = ("a", "stats")
 
     def __init__(self) -> None:
         self.a = array("q")
+        self.stats = array("d")
 
     def add(self, raw: bytes) -> None:
         self.a.frombytes(raw)
@@ -184,6 +189,7 @@ class _Tally:
         """The keyword lines; and while a parser is in the middle of a wrapped dump (`follow()`),
         the next lines whatever they hold (unreadable ones skipped)."""
         follow, base, last = self.follow, self.base, self.last
+        stats = getattr(seg.rows, "stats", None)
         # Where the line after `last` starts in the segment's buffer, when known.
         at = seg.start if last == base else None
         it = iter(kw)
@@ -210,7 +216,11 @@ class _Tally:
                 continue
             last, at = n, row[3] + 1
             self.last = last
-            yield n, seg.text(row[2], row[3]).decode("utf-8", "replace"), True
+            if row[4] and stats:        # a stats line C read: its values, for loading's fast path
+                i = (row[4] - 1) * STATS_WIDTH
+                yield n, seg.text(row[2], row[3]).decode("utf-8", "replace"), stats[i:i + STATS_WIDTH]
+            else:
+                yield n, seg.text(row[2], row[3]).decode("utf-8", "replace"), True
         self.last = last
 
     def _every_line(self, seg: Segment, keyword: set):

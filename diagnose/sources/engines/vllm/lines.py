@@ -246,6 +246,24 @@ class VllmParser:
         }
         if items is None:
             items = ((it.group("k").strip(), float(it.group("v"))) for it in REST_ITEM.finditer(rest))
+        self._stats_row(row, items, swap is not None, line, ev, when)
+
+    def feed_values(self, v, line: Line, ev: Evidence, when) -> None:
+        """A stats line the C reader read (native: dg_stats_line; STATS_WIDTH values, a V1 queue,
+        no swap): what feed_stats does with it."""
+        if line.proc and line.proc not in self.procs_seen:
+            self._worker_name(line, ev)
+        if line.proc == "VllmWorkerProcess":
+            self._v0_worker(line, ev)
+        row = {
+            "time": when, "source": line.source, "line": line.lineno,
+            "engine_idx": int(v[8]) if v[8] > 0 else 0,
+            "prompt_tps": v[9], "gen_tps": v[10], "running": v[11], "waiting": v[12], "swapped": None,
+        }
+        self._stats_row(row, () if v[13] < 0 else (("GPU KV cache usage", v[13]), ("Prefix cache hit rate", v[14])),
+                        False, line, ev, when)
+
+    def _stats_row(self, row: dict, items, swapped: bool, line: Line, ev: Evidence, when) -> None:
         for k, v in items:
             col = ITEM_COLUMNS.get(k)       # the usual names at once; any other by the rule below
             if col is not None:
@@ -254,7 +272,7 @@ class VllmParser:
                 row["kv_usage"] = v
         if "v1_engine" in ev.facts:
             pass                # set_fact(..., override=False) would keep it: one call less a line
-        elif swap is not None:
+        elif swapped:
             ev.set_fact("v1_engine", False, line.source, line.lineno, line.raw, override=False)
         else:
             ev.set_fact("v1_engine", True, line.source, line.lineno, line.raw, override=False)

@@ -31,7 +31,7 @@ import sys
 import threading
 
 from .build import LIBRARY, SOURCE, source_key
-from ..segments import MAX_LINE, NO_LINE_END, ROW_WIDTH, FlatRows, Segment
+from ..segments import MAX_LINE, NO_LINE_END, ROW_WIDTH, STATS_WIDTH, FlatRows, Segment
 NSTATUS = 1000
 ROWS_CAP = 4096         # rows per call; a full buffer makes the call return early, never grow
 HEADS_CAP = 1 << 15
@@ -40,7 +40,8 @@ HEADS_CAP = 1 << 15
 class Totals(ctypes.Structure):
     _fields_ = [*((n, ctypes.c_int64) for n in ("lines", "bad", "acc", "req", "rcv", "probe")),
                 ("status", ctypes.c_int64 * NSTATUS), ("kept", ctypes.c_int64 * NSTATUS),
-                ("kept_probe", ctypes.c_int64), ("kept_rcv", ctypes.c_int64), ("refused", ctypes.c_int64)]
+                ("kept_probe", ctypes.c_int64), ("kept_rcv", ctypes.c_int64), ("refused", ctypes.c_int64),
+                ("stats", ctypes.c_int64)]
 
 
 class HeadsTable(ctypes.Structure):
@@ -142,13 +143,15 @@ def _open():
     lib.dg_scan.argtypes = [p, i64, i64, ctypes.POINTER(Totals), i64,
                             ctypes.POINTER(i64), i64, ctypes.POINTER(i64),
                             ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(i64), i64, ctypes.POINTER(i64),
-                            ctypes.POINTER(ctypes.c_int32)]
+                            ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_double), ctypes.POINTER(i64)]
     lib.dg_scan.restype = i64
     lib.dg_line_start.argtypes = [ctypes.c_int, i64, p, i64, i64, ctypes.POINTER(ctypes.c_int)]
     lib.dg_line_start.restype = i64
     lib.dg_scan_fd.argtypes = [ctypes.c_int, i64, i64, i64, p, i64, ctypes.POINTER(ctypes.c_int),
                                *lib.dg_scan.argtypes[3:]]
     lib.dg_scan_fd.restype = i64
+    lib.dg_stats_line.argtypes = [p, p, ctypes.POINTER(ctypes.c_double)]
+    lib.dg_stats_line.restype = ctypes.c_int
     lib.dg_keyword_flags.argtypes = [p, i64, ctypes.c_char_p, i64]
     lib.dg_keyword_flags.restype = i64
     lib.dg_heads_add.argtypes = [ctypes.POINTER(HeadsTable), p, p, i64]
@@ -163,7 +166,7 @@ def _open():
 
 
 # What dg_layout reports, in its order: the structures as Python mirrors them.
-LAYOUT = (NSTATUS, ROW_WIDTH, ctypes.sizeof(Totals), Totals.status.offset, Totals.kept_probe.offset,
+LAYOUT = (NSTATUS, ROW_WIDTH, STATS_WIDTH, ctypes.sizeof(Totals), Totals.status.offset, Totals.kept_probe.offset,
           Totals.refused.offset, ctypes.sizeof(HeadsTable), HeadsTable.slots.offset, HeadsTable.order.offset, 16)
 
 
@@ -193,13 +196,16 @@ def _scratch():
     b = getattr(_buffers, "b", None)
     if b is None:
         b = _buffers.b = ((ctypes.c_int64 * (ROW_WIDTH * ROWS_CAP))(), (ctypes.c_uint64 * HEADS_CAP)(),
-                          (ctypes.c_int64 * HEADS_CAP)(), (ctypes.c_int32 * HEAD_SLOTS)())
+                          (ctypes.c_int64 * HEADS_CAP)(), (ctypes.c_int32 * HEAD_SLOTS)(),
+                          (ctypes.c_double * (STATS_WIDTH * ROWS_CAP))())
     return b
 
 
-def _collect(t, rows_buf, nr, keys, counts, nh, rows, heads) -> None:
+def _collect(t, rows_buf, nr, keys, counts, nh, rows, heads, stats_buf=None, ns=None) -> None:
     if nr.value:
         rows.add(ctypes.string_at(rows_buf, 8 * ROW_WIDTH * nr.value))
+    if ns is not None and ns.value:
+        rows.stats.frombytes(ctypes.string_at(stats_buf, 8 * STATS_WIDTH * ns.value))
     if nh.value:
         heads.append((ctypes.string_at(keys, 8 * nh.value), ctypes.string_at(counts, 8 * nh.value), nh.value))
 
@@ -224,17 +230,17 @@ def keyword_flags(lib, block: bytes, lines: int) -> bytes | None:
 
 def scan(lib, buf: bytes, start: int, end: int, keep: int) -> Segment:
     """Scan whole lines buf[start:end] (called from worker threads: the C call runs without the GIL)."""
-    rows_buf, keys, counts, slots = _scratch()
+    rows_buf, keys, counts, slots, stats_buf = _scratch()
     t = Totals()
-    nr, nh = ctypes.c_int64(0), ctypes.c_int64(0)
+    nr, nh, ns = ctypes.c_int64(0), ctypes.c_int64(0), ctypes.c_int64(0)
     rows = FlatRows()
     heads: list = []
     pos = start
     while pos < end:
-        nr.value = nh.value = 0
+        nr.value = nh.value = ns.value = 0
         pos = lib.dg_scan(buf, end, pos, ctypes.byref(t), keep, rows_buf, ROWS_CAP, ctypes.byref(nr),
-                          keys, counts, HEADS_CAP, ctypes.byref(nh), slots)
-        _collect(t, rows_buf, nr, keys, counts, nh, rows, heads)
+                          keys, counts, HEADS_CAP, ctypes.byref(nh), slots, stats_buf, ctypes.byref(ns))
+        _collect(t, rows_buf, nr, keys, counts, nh, rows, heads, stats_buf, ns)
     return _segment(buf, None, start, end, t, rows, heads)
 
 
@@ -244,7 +250,7 @@ def scan_range(lib, fd: int, a: int, b: int, size: int, keep: int, text_fd: int,
     one, or more where a line too long for the buffer was cut (a segment of its own, held in
     memory; the rest of the line is skipped). Raises OSError; InputError when the file's first
     line has no end in NO_LINE_END bytes."""
-    rows_buf, keys, counts, slots = _scratch()
+    rows_buf, keys, counts, slots, stats_buf = _scratch()
     read = getattr(_buffers, "read", None)
     if read is None:
         read = _buffers.read = ctypes.create_string_buffer(READ_BYTES)
@@ -254,14 +260,15 @@ def scan_range(lib, fd: int, a: int, b: int, size: int, keep: int, text_fd: int,
         raise OSError(err.value, os.strerror(err.value))
     out: list[Segment] = []
     t = Totals()
-    nr, nh = ctypes.c_int64(0), ctypes.c_int64(0)
+    nr, nh, ns = ctypes.c_int64(0), ctypes.c_int64(0), ctypes.c_int64(0)
     rows = FlatRows()
     heads: list = []
     pos = start
     while pos < b and pos < size:
-        nr.value = nh.value = 0
+        nr.value = nh.value = ns.value = 0
         nxt = lib.dg_scan_fd(fd, pos, b, size, read, len(read), ctypes.byref(err), ctypes.byref(t), keep,
-                             rows_buf, ROWS_CAP, ctypes.byref(nr), keys, counts, HEADS_CAP, ctypes.byref(nh), slots)
+                             rows_buf, ROWS_CAP, ctypes.byref(nr), keys, counts, HEADS_CAP, ctypes.byref(nh), slots,
+                             stats_buf, ctypes.byref(ns))
         if nxt == -1:
             raise OSError(err.value, os.strerror(err.value))
         if nxt == -2 and len(read) < MAX_LINE:     # a buffer made smaller (tests): a bigger one
@@ -283,7 +290,7 @@ def scan_range(lib, fd: int, a: int, b: int, size: int, keep: int, text_fd: int,
             out.append(seg)
             start = pos = after
             continue
-        _collect(t, rows_buf, nr, keys, counts, nh, rows, heads)
+        _collect(t, rows_buf, nr, keys, counts, nh, rows, heads, stats_buf, ns)
         pos = nxt
     if len(read) != READ_BYTES:     # grown or shrunk from the usual: the next range gets its own
         del _buffers.read

@@ -40,6 +40,7 @@ typedef struct {
     int64_t kept[NSTATUS];          /* evidence rows given per error status, this block */
     int64_t kept_probe, kept_rcv;
     int64_t refused;                /* 503/429 answered to a request, not to a probe (engines.common) */
+    int64_t stats;                  /* engine stats lines read here (dg_stats_line), this segment */
 } dg_totals;
 
 /* ---- lists set once from Python (scanner.GREP_KEYWORDS, engines.common.PROBE_PATHS) ---- */
@@ -495,6 +496,129 @@ static int is_probe(const uint8_t *path, int64_t n)
 /* The small-input path, where every line is read: one byte per line of buf[0:n] (whole lines,
  * each ending with a newline), 1 where the line holds a keyword. Returns the lines flagged (at most
  * `cap`). The Python reader asks the same with one regex of ~250 alternatives, a line at a time. */
+/* ---- a vLLM engine stats line in its plainest shape, read here rather than by a regex in Python ----
+ * A long-running server writes one every few seconds: ~85,000 in a GB, and reading each with
+ * engines.vllm.lines.stats_line took a third of a stats-heavy log's time. Only a strict subset of
+ * what that reads is taken here (ASCII, no `ip=`, no ANSI or CR, no trailing blank, numbers as
+ * digits with at most one point, V1's queue and its two usual items or none); any other line is
+ * left to Python as before. tests/test_native_scanner.py holds both to the same values. */
+#define STATS_WIDTH 15
+enum { ST_MSG, ST_LEVEL, ST_LEVEL_LEN, ST_PROC, ST_PROC_LEN, ST_MON, ST_DAY, ST_HMS, ST_ENG,
+       ST_PTPS, ST_GTPS, ST_RUN, ST_WAIT, ST_KV, ST_HIT };
+
+static int lit(const uint8_t **p, const uint8_t *e, const char *s, int n)
+{
+    if (e - *p < n || memcmp(*p, s, n) != 0) return 0;
+    *p += n;
+    return 1;
+}
+#define LIT(p, e, s) lit(p, e, s, (int)sizeof(s) - 1)
+
+/* \d+ as Python's int() reads it, up to 15 digits (exact in a double) */
+static int digits(const uint8_t **p, const uint8_t *e, double *out)
+{
+    const uint8_t *q = *p;
+    int64_t v = 0;
+    while (q < e && is_digit(*q) && q - *p < 16) v = v * 10 + (*q++ - '0');
+    if (q == *p || q - *p > 15 || (q < e && is_digit(*q))) return 0;
+    *p = q;
+    *out = (double)v;
+    return 1;
+}
+
+/* [\d.]+ as Python's float() reads it, taken only as digits with at most one point inside them:
+ * strtod rounds correctly, as float() does. */
+static int number(const uint8_t **p, const uint8_t *e, double *out)
+{
+    const uint8_t *q = *p;
+    char tmp[64];
+    while (q < e && is_digit(*q)) q++;
+    if (q == *p) return 0;
+    if (q < e && *q == '.') {
+        const uint8_t *f = ++q;
+        while (q < e && is_digit(*q)) q++;
+        if (q == f) return 0;
+    }
+    if (q < e && (*q == '.' || is_digit(*q))) return 0;
+    if (q - *p >= (int64_t)sizeof tmp) return 0;
+    memcpy(tmp, *p, q - *p);
+    tmp[q - *p] = 0;
+    *out = strtod(tmp, NULL);
+    *p = q;
+    return 1;
+}
+
+static int ident_char(uint8_t c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '_';
+}
+
+int dg_stats_line(const uint8_t *s, const uint8_t *e, double *v)
+{
+    const uint8_t *p = s;
+    double x;
+    if (e > s && (e[-1] == ' ' || e[-1] == '\r')) return 0;
+    for (const uint8_t *q = s; q < e; q++)
+        if (*q >= 0x7F || *q < 0x20) return 0;      /* ANSI, CR, tabs, non-ASCII: Python decides */
+    v[ST_PROC] = -1; v[ST_PROC_LEN] = 0;
+    if (p < e && *p == '(') {                       /* (Name pid=N) */
+        const uint8_t *n = ++p;
+        if (p >= e || !((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '_')) return 0;
+        while (p < e && (ident_char(*p) || *p == '.' || *p == '-')) p++;
+        v[ST_PROC] = (double)(n - s); v[ST_PROC_LEN] = (double)(p - n);
+        if (!LIT(&p, e, " pid=") || !digits(&p, e, &x) || !LIT(&p, e, ") ")) return 0;
+    }
+    /* LEVEL MM-DD HH:MM:SS[.d+] [file:line] */
+    static const char *levels[] = {"DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL "};
+    int lv = -1;
+    for (int i = 0; i < 5 && lv < 0; i++)
+        if (starts(p, e, levels[i], (int)strlen(levels[i]))) lv = i;
+    if (lv < 0) return 0;
+    v[ST_LEVEL] = (double)(p - s); v[ST_LEVEL_LEN] = (double)(strlen(levels[lv]) - 1);
+    p += strlen(levels[lv]);
+    if (e - p < 15 || !is_digit(p[0]) || !is_digit(p[1]) || p[2] != '-' || !is_digit(p[3]) || !is_digit(p[4]) ||
+        p[5] != ' ' || !is_digit(p[6]) || !is_digit(p[7]) || p[8] != ':' || !is_digit(p[9]) || !is_digit(p[10]) ||
+        p[11] != ':' || !is_digit(p[12]) || !is_digit(p[13]))
+        return 0;
+    v[ST_MON] = (p[0] - '0') * 10 + (p[1] - '0');
+    v[ST_DAY] = (p[3] - '0') * 10 + (p[4] - '0');
+    v[ST_HMS] = (double)(p + 6 - s);
+    p += 14;
+    if (p < e && *p == '.') {
+        const uint8_t *f = ++p;
+        while (p < e && is_digit(*p)) p++;
+        if (p == f) return 0;
+    }
+    if (!LIT(&p, e, " ")) return 0;
+    if (p < e && *p == '[') p++;
+    {   /* [\w./<>-]+ then :\d+] ; the `.../` alternative is within the class */
+        const uint8_t *f = p;
+        while (p < e && (ident_char(*p) || *p == '.' || *p == '/' || *p == '<' || *p == '>' || *p == '-')) p++;
+        if (p == f || !LIT(&p, e, ":")) return 0;
+        f = p;
+        while (p < e && is_digit(*p)) p++;
+        if (p == f || !LIT(&p, e, "] ")) return 0;
+    }
+    v[ST_MSG] = (double)(p - s);
+    v[ST_ENG] = -1;
+    if (LIT(&p, e, "Engine ")) {
+        if (!digits(&p, e, &v[ST_ENG]) || !LIT(&p, e, ": ")) return 0;
+    }
+    if (!LIT(&p, e, "Avg prompt throughput: ") || !number(&p, e, &v[ST_PTPS]) ||
+        !LIT(&p, e, " tokens/s, Avg generation throughput: ") || !number(&p, e, &v[ST_GTPS]) ||
+        !LIT(&p, e, " tokens/s, Running: ") || !digits(&p, e, &v[ST_RUN]) || !LIT(&p, e, " req"))
+        return 0;
+    LIT(&p, e, "s");
+    if (!LIT(&p, e, ", Waiting: ") || !digits(&p, e, &v[ST_WAIT]) || !LIT(&p, e, " req")) return 0;
+    LIT(&p, e, "s");
+    v[ST_KV] = v[ST_HIT] = -1;
+    if (p == e) return 1;
+    if (!LIT(&p, e, ", GPU KV cache usage: ") || !number(&p, e, &v[ST_KV]) ||
+        !LIT(&p, e, "%, Prefix cache hit rate: ") || !number(&p, e, &v[ST_HIT]) || !LIT(&p, e, "%"))
+        return 0;
+    return p == e;
+}
+
 int64_t dg_keyword_flags(const uint8_t *buf, int64_t n, uint8_t *flags, int64_t cap)
 {
     int64_t i = 0, pos = 0;
@@ -517,7 +641,8 @@ int64_t dg_keyword_flags(const uint8_t *buf, int64_t n, uint8_t *flags, int64_t 
 #define HEAD_SLOTS 65536
 int64_t dg_scan(const uint8_t *buf, int64_t n, int64_t pos, dg_totals *t, int64_t keep,
                 int64_t *rows, int64_t rows_cap, int64_t *n_rows,
-                uint64_t *keys, int64_t *counts, int64_t heads_cap, int64_t *n_heads, int32_t *slots)
+                uint64_t *keys, int64_t *counts, int64_t heads_cap, int64_t *n_heads, int32_t *slots,
+                double *stats, int64_t *n_stats)
 {
     const uint8_t *end = buf + n;
     if (heads_cap > HEAD_SLOTS / 2) heads_cap = HEAD_SLOTS / 2;     /* the table stays half empty */
@@ -592,6 +717,11 @@ int64_t dg_scan(const uint8_t *buf, int64_t n, int64_t pos, dg_totals *t, int64_
         if (has_keyword(s, e - s)) {
             r[0] = ROW_KEYWORD; r[1] = line; r[2] = start; r[3] = stop; r[4] = 0;
             (*n_rows)++;
+            /* a stats line read here: its values follow the segment's earlier ones, r[4] says which */
+            if (stats && dg_stats_line(s, e, stats + *n_stats * STATS_WIDTH)) {
+                r[4] = 1 + t->stats++;
+                (*n_stats)++;
+            }
         }
     }
     return pos;
@@ -627,7 +757,8 @@ int64_t dg_line_start(int fd, int64_t off, uint8_t *buf, int64_t cap, int64_t en
  * fit in buf (call again with a bigger one). `end`: the file's size when the run began. */
 int64_t dg_scan_fd(int fd, int64_t pos, int64_t to, int64_t end, uint8_t *buf, int64_t cap, int *err,
                    dg_totals *t, int64_t keep, int64_t *rows, int64_t rows_cap, int64_t *n_rows,
-                   uint64_t *keys, int64_t *counts, int64_t heads_cap, int64_t *n_heads, int32_t *slots)
+                   uint64_t *keys, int64_t *counts, int64_t heads_cap, int64_t *n_heads, int32_t *slots,
+                   double *stats, int64_t *n_stats)
 {
     int64_t from = pos;
     while (pos < to && pos < end) {
@@ -647,7 +778,8 @@ int64_t dg_scan_fd(int fd, int64_t pos, int64_t to, int64_t end, uint8_t *buf, i
         else if ((q = memrchr(buf, '\n', k)) != NULL) n = q - buf + 1;
         else return pos > from ? pos : -2;     /* what came before it first */
         int64_t first = *n_rows;
-        int64_t r = dg_scan(buf, n, 0, t, keep, rows, rows_cap, n_rows, keys, counts, heads_cap, n_heads, slots);
+        int64_t r = dg_scan(buf, n, 0, t, keep, rows, rows_cap, n_rows, keys, counts, heads_cap, n_heads, slots,
+                            stats, n_stats);
         for (int64_t i = first; i < *n_rows; i++) {
             rows[i * ROW_WIDTH + 2] += pos;
             rows[i * ROW_WIDTH + 3] += pos;
@@ -713,7 +845,7 @@ const char *dg_source_key(void) { return DG_SOURCE_KEY; }
 
 int64_t dg_layout(int64_t *out, int64_t n)
 {
-    int64_t v[] = {NSTATUS, ROW_WIDTH, (int64_t)sizeof(dg_totals), (int64_t)offsetof(dg_totals, status),
+    int64_t v[] = {NSTATUS, ROW_WIDTH, STATS_WIDTH, (int64_t)sizeof(dg_totals), (int64_t)offsetof(dg_totals, status),
                    (int64_t)offsetof(dg_totals, kept_probe), (int64_t)offsetof(dg_totals, refused),
                    (int64_t)sizeof(dg_heads), (int64_t)offsetof(dg_heads, slots), (int64_t)offsetof(dg_heads, order),
                    (int64_t)sizeof(dg_slot)};
