@@ -34,10 +34,11 @@ RECORD_START = re.compile(
 
 def _lengths(lines: list[bytes], visible: bool) -> list[int]:
     # What a terminal shows: after the last carriage return (tqdm redraws a line with them).
-    lines = [x[x.rfind(b"\r", 0, len(x) - 1) + 1:].rstrip(b"\r") for x in lines]
+    # Characters, not bytes: but an ASCII line's bytes are its characters (most lines: no decode).
+    lines = [x[x.rfind(b"\r", 0, len(x) - 1) + 1:].rstrip(b"\r") if b"\r" in x else x for x in lines]
     if visible:
-        return [len(ANSI.sub(b"", x).decode("utf-8", "replace")) for x in lines]
-    return [len(x.decode("utf-8", "replace")) for x in lines]
+        lines = [ANSI.sub(b"", x) if b"\x1b" in x else x for x in lines]
+    return [len(x) if x.isascii() else len(x.decode("utf-8", "replace")) for x in lines]
 
 
 def wrap_width(lines: list[bytes]) -> tuple[int, bool] | None:
@@ -46,7 +47,8 @@ def wrap_width(lines: list[bytes]) -> tuple[int, bool] | None:
     passed over) nothing is longer. Of the two ways to count, the one more lines fill exactly."""
     best = None
     filled = sum(1 for x in lines if x.strip())
-    for visible in (True, False):
+    # without colour codes both ways of counting are one
+    for visible in ((True, False) if any(b"\x1b" in x for x in lines) else (True,)):
         count = Counter(x for x in _lengths(lines, visible) if x >= MIN_WIDTH)
         if not count:
             continue
