@@ -130,6 +130,21 @@ def _line_of(text: str, key: str) -> int:
     return text.count("\n", 0, m.start()) + 1 if m else 1
 
 
+class _At:
+    """`file:line` of a key, for an expression's error message: the line is looked for (a regex
+    per key) only when a message is written, not for each of the ~380 expressions that load fine."""
+    __slots__ = ("path", "raw", "key")
+
+    def __init__(self, path: Path, raw: str, key: str) -> None:
+        self.path, self.raw, self.key = path, raw, key
+
+    def __str__(self) -> str:
+        return f"{self.path}:{_line_of(self.raw, self.key)}"
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
 def load_rule(path: Path, domain: str = "user") -> Rule:
     try:
         raw = path.read_text(encoding="utf-8")
@@ -150,7 +165,7 @@ def load_rule(path: Path, domain: str = "user") -> Rule:
 
     def expr(key_text, where_key):
         try:
-            return compile_expr(key_text, f"{path}:{_line_of(raw, where_key)}")
+            return compile_expr(key_text, _At(path, raw, where_key))
         except ExprError as e:
             raise RuleError(str(e)) from None
 
@@ -205,7 +220,7 @@ def load_rule(path: Path, domain: str = "user") -> Rule:
             raise RuleError(f"{path}:{_line_of(raw, name)}: `let.{name}` must name an expression in a string")
         if name in rule.params:
             raise RuleError(f"{path}:{_line_of(raw, name)}: `let.{name}` is also a param")
-        rule.lets.append((name, compile_expr(text, f"{path}:{_line_of(raw, name)}"), text))
+        rule.lets.append((name, compile_expr(text, _At(path, raw, name)), text))
     if "sustained" in d:
         rule.sustained = _sustained(d["sustained"], path, raw, expr)
     for item in d.get("severity_if", []):
