@@ -30,7 +30,6 @@ if _AS_PROGRAM:
 
 # After the handlers: importing these (typer above all) is most of the start-up.
 import gc  # noqa: E402
-import tempfile  # noqa: E402
 from enum import Enum  # noqa: E402
 from typing import List, Optional  # noqa: E402
 
@@ -684,6 +683,7 @@ def _write_atomic(path: str, text: str) -> None:
         keep = stat.S_IMODE(mode) & 0o777
     d = os.path.dirname(os.path.abspath(target)) or "."
     tmp = None
+    import tempfile
     try:
         fd, tmp = tempfile.mkstemp(dir=d, prefix=".diagnose-", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -765,6 +765,7 @@ def gpu(
         _die(f"gpu: {e}")
     path = save
     if path is None:
+        import tempfile
         fd, path = tempfile.mkstemp(prefix="diagnose-gpu-", suffix=".jsonl")
         os.close(fd)
     try:

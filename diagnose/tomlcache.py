@@ -5,7 +5,6 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import tempfile
 import zlib
 from pathlib import Path
 
@@ -63,6 +62,7 @@ class ParsedFiles:
         path = self.path()
         if not private_dir(path.parent):
             return
+        import tempfile     # only when something was parsed anew: tempfile costs ~10 ms to import
         try:
             fd, tmp = tempfile.mkstemp(prefix=".parsed-", dir=path.parent)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
