@@ -28,8 +28,13 @@ if _AS_PROGRAM:
     for _sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(_sig, _early_interrupt)
 
-# After the handlers: importing these (typer above all) is most of the start-up.
+# After the handlers: importing these (typer above all) is most of the start-up. As the program,
+# without the cycle collector: the imports create objects it would walk ~30 times over and free
+# none of (main() puts it back; an analysis then goes without it, see _main).
 import gc  # noqa: E402
+_GC_PAUSED = _AS_PROGRAM and gc.isenabled()
+if _GC_PAUSED:
+    gc.disable()
 from enum import Enum  # noqa: E402
 from typing import List, Optional  # noqa: E402
 
@@ -817,6 +822,10 @@ def main() -> None:
     # default threshold (700) walks them over and over. The subcommands (`gpu` samples for as long
     # as asked) keep collecting, just rarely; an analysis does without (below).
     gc.set_threshold(50_000, 20, 20)
+    global _GC_PAUSED
+    if _GC_PAUSED:
+        _GC_PAUSED = False
+        gc.enable()
     from .live import Interrupted
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     _install_interrupts()

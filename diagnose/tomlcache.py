@@ -8,7 +8,7 @@ import os
 import zlib
 from pathlib import Path
 
-from ._compat import tomllib
+from . import _compat
 from .cachedir import cache_dir, private_dir, private_file
 
 
@@ -46,7 +46,7 @@ class ParsedFiles:
         if isinstance(hit, str):
             self.entries[key] = hit         # last used: to the end
             return json.loads(hit)          # fresh objects each time: rules may be changed after
-        d = tomllib.loads(raw)
+        d = _compat.tomllib.loads(raw)
         try:
             self.entries[key] = json.dumps(d)
             self.new = True

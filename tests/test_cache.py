@@ -100,6 +100,26 @@ def test_loaded_rules_from_a_file_others_can_write_are_not_used(tmp_path, monkey
     assert [r.title for _, r in rules.LoadedRules().rules_of(d)] != ["forged"]     # writable by others: loaded anew
 
 
+def test_needles_are_kept_and_read_back_as_found(tmp_path, monkeypatch):
+    import re
+    from diagnose.sources import literals
+    from diagnose.sources.engines.vllm.lines import Parser
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    table = [rx for rx, _ in Parser._simple] + [re.compile(r"(?i)case|blind"), re.compile(r"\d+ tokens? left")]
+    first = literals.KeptNeedles()
+    found = [first.needles(rx) for rx in table]
+    assert found == [literals._needles(rx) for rx in table] and any(found) and None in found
+    first.save()
+    second = literals.KeptNeedles()
+    monkeypatch.setattr(literals, "_needles", lambda rx: pytest.fail("read back, not parsed again"))
+    assert [second.needles(rx) for rx in table] == found and not second.new
+    path = literals.KeptNeedles.path()
+    import json
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps({**doc, "version": "another Python"}))
+    assert literals.KeptNeedles()._load() == {}         # another parser, another module: found anew
+
+
 # (2) only this user's own files ---------------------------------------------------------------
 
 def _st(mode: int, uid: int) -> os.stat_result:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from diagnose._compat import tomllib
+from diagnose import _compat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -255,7 +255,7 @@ def load_rule(path: Path, domain: str = "user", raw: str | None = None) -> Rule:
         raise RuleError(f"{path}:1: cannot read rule file ({e})") from None
     try:
         d = _parsed.loads(raw)
-    except tomllib.TOMLDecodeError as e:
+    except _compat.tomllib.TOMLDecodeError as e:
         line = getattr(e, "lineno", None) or _toml_err_line(str(e))
         raise RuleError(f"{path}:{line}: invalid TOML: {str(e).split(' (at')[0]}") from None
 
