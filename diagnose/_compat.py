@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import sys
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:                                   # Python 3.10: the same module, from PyPI (a declared dependency)
-    import tomli as tomllib
-
 __all__ = ["fromisoformat", "tomllib"]
+
+
+def __getattr__(name: str):
+    # `_compat.tomllib`, imported when first used (PEP 562): a run whose TOML files are all in the
+    # cache (tomlcache.py) parses none, and the parser costs ~4 ms to import.
+    if name == "tomllib":
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:                           # Python 3.10: the same module, from PyPI (a declared dependency)
+            import tomli as tomllib
+        globals()["tomllib"] = tomllib
+        return tomllib
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def fromisoformat(text: str):

@@ -5,8 +5,8 @@ Exit codes (EXIT_CODES, listed in `--help` and the README): 0 diagnosed, 1 a fin
 report. Every line on stderr passes `printable`: no control character from a file name or a log
 line reaches the terminal.
 """
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: typer reads the commands' signatures on every run,
+# and string annotations are evaluated there one by one (~4 ms for `analyze`'s forty options).
 import os
 import signal
 import sys
@@ -28,9 +28,13 @@ if _AS_PROGRAM:
     for _sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(_sig, _early_interrupt)
 
-# After the handlers: importing these (typer above all) is most of the start-up.
+# After the handlers: importing these (typer above all) is most of the start-up. As the program,
+# without the cycle collector: the imports create objects it would walk ~30 times over and free
+# none of (main() puts it back; an analysis then goes without it, see _main).
 import gc  # noqa: E402
-import tempfile  # noqa: E402
+_GC_PAUSED = _AS_PROGRAM and gc.isenabled()
+if _GC_PAUSED:
+    gc.disable()
 from enum import Enum  # noqa: E402
 from typing import List, Optional  # noqa: E402
 
@@ -684,6 +688,7 @@ def _write_atomic(path: str, text: str) -> None:
         keep = stat.S_IMODE(mode) & 0o777
     d = os.path.dirname(os.path.abspath(target)) or "."
     tmp = None
+    import tempfile
     try:
         fd, tmp = tempfile.mkstemp(dir=d, prefix=".diagnose-", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -765,6 +770,7 @@ def gpu(
         _die(f"gpu: {e}")
     path = save
     if path is None:
+        import tempfile
         fd, path = tempfile.mkstemp(prefix="diagnose-gpu-", suffix=".jsonl")
         os.close(fd)
     try:
@@ -816,6 +822,10 @@ def main() -> None:
     # default threshold (700) walks them over and over. The subcommands (`gpu` samples for as long
     # as asked) keep collecting, just rarely; an analysis does without (below).
     gc.set_threshold(50_000, 20, 20)
+    global _GC_PAUSED
+    if _GC_PAUSED:
+        _GC_PAUSED = False
+        gc.enable()
     from .live import Interrupted
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     _install_interrupts()

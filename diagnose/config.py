@@ -18,7 +18,7 @@ import datetime as dt
 import math
 import os
 import re
-from diagnose._compat import tomllib
+from diagnose import _compat
 from dataclasses import dataclass, field
 
 
@@ -47,12 +47,12 @@ def load_config(path: str | None, today: dt.date | None = None) -> Config:
         with open(path, "rb") as fh:
             raw = fh.read()
         text = raw.decode("utf-8")
-        d = tomllib.loads(text)
+        d = _compat.tomllib.loads(text)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as e:
+    except _compat.tomllib.TOMLDecodeError as e:
         m = re.search(r" \(at line (\d+), column \d+\)", str(e))
         where = f"{path}:{m.group(1)}" if m else path
         raise ConfigError(f"{where}: invalid TOML: {str(e).replace(m.group(0), '') if m else e}") from None

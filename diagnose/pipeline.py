@@ -13,7 +13,6 @@ from .ruleset.result import Result
 from .findings.reconcile import reconcile
 from .findings.verdict import decide
 from .signals.derive import Signals, derive
-from .signals.sweep import sweep_json
 from .values import fmt, model_id
 from .sources import load_groups, resolve, start_scans
 
@@ -61,8 +60,13 @@ class Analysis:
             "not_applicable": r.not_applicable,
             "passed": r.passed,
             "errors": r.errors,
-            **({"sweep": sweep_json(self.signals.sweep)} if self.signals.sweep else {}),
+            **({"sweep": _sweep_json(self.signals.sweep)} if self.signals.sweep else {}),
         }
+
+
+def _sweep_json(sweep) -> dict:
+    from .signals.sweep import sweep_json       # a sweep's module, only where there is one
+    return sweep_json(sweep)
 
 
 def analyze(paths: list[str], rule_dirs: list[str] | None = None, ignore: set[str] = frozenset(),

@@ -10,67 +10,69 @@ from __future__ import annotations
 
 import re
 
+from .lazyre import lazy
+
 ENABLED = True
 
-_PROMPT = re.compile(r"(prompt: |output: |text=|prompt=)('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", re.S)
-_PROMPT_OPEN = re.compile(r"(prompt: |output: )(['\"]).*$", re.S)  # truncated line: quote never closed
+_PROMPT = lazy(r"(prompt: |output: |text=|prompt=)('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", re.S)
+_PROMPT_OPEN = lazy(r"(prompt: |output: )(['\"]).*$", re.S)  # truncated line: quote never closed
 # Token ids decode back to the prompt: vLLM's `prompt_token_ids`, SGLang's `input_ids=[…]`,
 # `output_ids=`, `origin_input_ids=`, `'output_ids': [`, `input_ids: tensor([…], device=…)`. The
 # list is the run of what token lists hold (digits, `,`, `.`, `-`, blanks, nested brackets) up to
 # its last `]`; a list cut off with its line goes to the end of the run.
-_TOKEN_IDS = re.compile(r"((?:token_ids|input_ids|output_ids|fill_ids)['\"]?\s*[:=]\s*(?:tensor\()?)(\[[\d\s,.\[\]-]*)")
+_TOKEN_IDS = lazy(r"((?:token_ids|input_ids|output_ids|fill_ids)['\"]?\s*[:=]\s*(?:tensor\()?)(\[[\d\s,.\[\]-]*)")
 # `Authorization: Bearer …`, `?api_key=…`, `'x-api-key': '…'`, `token=…`, `password=…`: the key,
 # an optional quote, `:` or `=`, then a value of 8+ characters with a letter in it (so SGLang's
 # `#token: 12345678` stays).
-_BEARER = re.compile(
+_BEARER = lazy(
     r"(?i)(bearer\s+|(?:authorization|api[_-]?key|access[_-]?token|token|secret|password|passwd)['\"]?\s*[=:]\s*['\"]?"
     r"(?:bearer\s+)?)(?=[A-Za-z0-9._~+/\-]*[A-Za-z])[A-Za-z0-9._~+/\-]{8,}=*")
 # Starts only where a run of address characters starts (else each of its characters was a new, long try).
-_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.-]+")
-_SK = re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}")
+_EMAIL = lazy(r"(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.-]+")
+_SK = lazy(r"\bsk-[A-Za-z0-9_\-]{16,}")
 # Keys with a shape of their own, whatever surrounds them.
 # (Not after a letter or digit: `_hf_…` and `HF_TOKEN:hf_…` are keys, `xhf_…` is a word.)
-_AWS_KEY_ID = re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])")
+_AWS_KEY_ID = lazy(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])")
 _KEYS = {
-    "hf_": re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}"),           # Hugging Face
+    "hf_": lazy(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}"),           # Hugging Face
     "AKIA": _AWS_KEY_ID,                                                # AWS access key id
     "ASIA": _AWS_KEY_ID,
-    "xox": re.compile(r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}"),  # Slack
-    "AIza": re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}"),      # Google API key
+    "xox": lazy(r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}"),  # Slack
+    "AIza": lazy(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}"),      # Google API key
 }
-_GITHUB = re.compile(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{36,}")     # GitHub
+_GITHUB = lazy(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{36,}")     # GitHub
 _KEYS.update((f"gh{c}_", _GITHUB) for c in "pousr")
-_AWS_SECRET = re.compile(r"(?i)(aws_secret_access_key['\"]?\s*[=:]\s*['\"]?)[A-Za-z0-9/+=]{20,}")
+_AWS_SECRET = lazy(r"(?i)(aws_secret_access_key['\"]?\s*[=:]\s*['\"]?)[A-Za-z0-9/+=]{20,}")
 # `Basic <base64>`: after `Authorization` anywhere in the line, any 8+ base64 characters; elsewhere
 # only what looks encoded (a digit, `+/=`, or a capital past the first letter: "basic arithmetic"
 # in a completion stays).
-_BASIC = re.compile(r"(?i)\b(basic\s+)([A-Za-z0-9+/]{8,}={0,2})")
-_PRIVATE_KEY = re.compile(r"(-----BEGIN [A-Z ]*PRIVATE KEY-----).*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.S)
-_PRIVATE_KEY_END = re.compile(r"-----END [A-Z ]{0,40}PRIVATE KEY-----")
+_BASIC = lazy(r"(?i)\b(basic\s+)([A-Za-z0-9+/]{8,}={0,2})")
+_PRIVATE_KEY = lazy(r"(-----BEGIN [A-Z ]*PRIVATE KEY-----).*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.S)
+_PRIVATE_KEY_END = lazy(r"-----END [A-Z ]{0,40}PRIVATE KEY-----")
 _BASE64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=\\")
-_BLANK = re.compile(r"\s")
+_BLANK = lazy(r"\s")
 # Personal data in what users wrote: card numbers (Luhn-valid, written as cards are), US social
 # security numbers, phone numbers in their written shapes (a bare 10-digit number is usually a
 # count in a log, so only separated or `+`-prefixed forms). Not inside a word, a decimal or a
 # dotted/dashed run (request ids, hashes, versions, floats). (Each starts with its first character
 # and looks behind it after: a pattern that starts with a lookbehind is tried at every character.)
-_DIGIT_RUN = re.compile(r"\d(?<![\w.+-]\d)(?=[\d -]{12})\d*(?:[ -]\d+)*(?![\w-]|\.\d)")
-_GROUP_SEP = re.compile(r"([ -])")
-_SSN = re.compile(r"\d(?<![\w.-]\d)\d\d-\d\d-\d{4}(?![\w-]|\.\d)")
-_PHONE = re.compile(r"(?:\+(?<![\w+.-]\+)(?:\d{1,3}(?:[ .-]\(?\d{1,4}\)?){2,4}|[1-9]\d{9,14})"
-                    r"|\((?<![\w+.-]\()\d{3}\) ?\d{3}[-.]\d{4}|\d(?<![\w+.-]\d)\d\d[-.]\d{3}[-.]\d{4})(?![\w-]|\.\d)")
+_DIGIT_RUN = lazy(r"\d(?<![\w.+-]\d)(?=[\d -]{12})\d*(?:[ -]\d+)*(?![\w-]|\.\d)")
+_GROUP_SEP = lazy(r"([ -])")
+_SSN = lazy(r"\d(?<![\w.-]\d)\d\d-\d\d-\d{4}(?![\w-]|\.\d)")
+_PHONE = lazy(r"(?:\+(?<![\w+.-]\+)(?:\d{1,3}(?:[ .-]\(?\d{1,4}\)?){2,4}|[1-9]\d{9,14})"
+              r"|\((?<![\w+.-]\()\d{3}\) ?\d{3}[-.]\d{4}|\d(?<![\w+.-]\d)\d\d[-.]\d{3}[-.]\d{4})(?![\w-]|\.\d)")
 # Client addresses (uvicorn access lines, error messages naming the caller). IPv4: four octets
 # not inside a longer dotted run, and not a version (`version 0.10.1.1`, `v0.10.1.1`). IPv6: a
 # hex-and-colon run with `::` or 6+ groups (so `12:34:56` times stay); `[…]` and a trailing
 # `:port` of uvicorn's `host:port` go with it.
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
-_IPV4 = re.compile(rf"(?<![\w.])(?<!version )(?:{_OCTET}\.){{3}}{_OCTET}(?![\w.]|\.\d)")
-_IPV6 = re.compile(r"(?<![\w:.])\[?(?=[0-9a-fA-F:]*::|(?:[0-9a-fA-F]{1,4}:){5}[0-9a-fA-F]{1,4})"
-                   r"[0-9a-fA-F:]{2,45}(?:%\w+)?(?:\](?::\d{1,5})?)?(?![\w:])")
+_IPV4 = lazy(rf"(?<![\w.])(?<!version )(?:{_OCTET}\.){{3}}{_OCTET}(?![\w.]|\.\d)")
+_IPV6 = lazy(r"(?<![\w:.])\[?(?=[0-9a-fA-F:]*::|(?:[0-9a-fA-F]{1,4}:){5}[0-9a-fA-F]{1,4})"
+             r"[0-9a-fA-F:]{2,45}(?:%\w+)?(?:\](?::\d{1,5})?)?(?![\w:])")
 # Settings whose value is a credential, whatever it looks like.
 # (`api_key`, `hf_token`, `ssl_keyfile_password`; not `max_num_batched_tokens` nor `tokenizer`)
-_SECRET_KEY = re.compile(r"(?i)(?:^|[_-])(?:api[_-]?key|token|secret|password|passwd|authorization|credentials?"
-                         r"|secret[_-]access[_-]key)$")
+_SECRET_KEY = lazy(r"(?i)(?:^|[_-])(?:api[_-]?key|token|secret|password|passwd|authorization|credentials?"
+                   r"|secret[_-]access[_-]key)$")
 
 
 def redact(text: str) -> str:
@@ -139,7 +141,7 @@ def _email(m: re.Match) -> str:
     return "<redacted-email>" if any(c.isalpha() for c in last) else m.group()
 
 
-_ENCODED = re.compile(r"[0-9+/=A-Z]")
+_ENCODED = lazy(r"[0-9+/=A-Z]")
 
 
 def _encoded(s: str) -> bool:

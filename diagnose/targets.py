@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from diagnose._compat import tomllib
+from diagnose import _compat
 
 KEYS = {"ttft_p50_ms": ("target_ttft_p50_s", 1e-3), "ttft_p99_ms": ("target_ttft_p99_s", 1e-3),
         "tpot_ms": ("target_tpot_s", 1e-3), "itl_ms": ("target_tpot_s", 1e-3),
@@ -73,7 +73,7 @@ def load_targets(path: str) -> dict:
                 d = yaml.safe_load(fh) or {}
         else:
             with open(path, "rb") as fh:
-                d = tomllib.load(fh)
+                d = _compat.tomllib.load(fh)
     except FileNotFoundError:
         raise TargetsError(f"{path}: no such file") from None
     except IsADirectoryError:

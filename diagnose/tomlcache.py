@@ -5,11 +5,10 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import tempfile
 import zlib
 from pathlib import Path
 
-from ._compat import tomllib
+from . import _compat
 from .cachedir import cache_dir, private_dir, private_file
 
 
@@ -47,7 +46,7 @@ class ParsedFiles:
         if isinstance(hit, str):
             self.entries[key] = hit         # last used: to the end
             return json.loads(hit)          # fresh objects each time: rules may be changed after
-        d = tomllib.loads(raw)
+        d = _compat.tomllib.loads(raw)
         try:
             self.entries[key] = json.dumps(d)
             self.new = True
@@ -63,6 +62,7 @@ class ParsedFiles:
         path = self.path()
         if not private_dir(path.parent):
             return
+        import tempfile     # only when something was parsed anew: tempfile costs ~10 ms to import
         try:
             fd, tmp = tempfile.mkstemp(prefix=".parsed-", dir=path.parent)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:

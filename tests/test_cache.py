@@ -47,6 +47,79 @@ def test_parsed_toml_files_are_kept_by_last_use(tmp_path, monkeypatch):
     assert kept == ["c", "a", "d"]                  # b, unused longest, went; a, the oldest entry, stayed
 
 
+def _rule_dir(tmp_path):
+    d = tmp_path / "myrules"
+    d.mkdir()
+    (d / "a.toml").write_text((ROOT / "rules" / "config" / "chunked-prefill-off.toml").read_text())
+    return d
+
+
+def test_loaded_rules_are_kept_and_an_edit_or_a_code_change_loads_them_anew(tmp_path, monkeypatch):
+    from diagnose.ruleset import rules
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    d = _rule_dir(tmp_path)
+    first = rules.LoadedRules()
+    (p, r), = first.rules_of(d)
+    first.save()
+    assert first.new is False and rules.LoadedRules.path().exists()
+    second = rules.LoadedRules()
+    (p2, r2), = second.rules_of(d)
+    assert not second.new and r2 is not r and (p2, r2.id, r2.severity, r2.condition_text) == (p, r.id, r.severity, r.condition_text)
+    import ast
+    assert ast.dump(r2.condition) == ast.dump(r.condition) and r2.condition.names == r.condition.names
+    (d / "a.toml").write_text((d / "a.toml").read_text().replace('severity = "', 'severity = "critical"\nx_severity = "', 1))
+    with pytest.raises(rules.RuleError, match="unknown key `x_severity`"):     # an edit is read, and its error said
+        list(rules.LoadedRules().rules_of(d))
+    with pytest.raises(rules.RuleError, match="unknown key `x_severity`"):     # every time: an error is never kept
+        list(rules.LoadedRules().rules_of(d))
+    (d / "a.toml").write_text((ROOT / "rules" / "config" / "chunked-prefill-off.toml").read_text())
+    third = rules.LoadedRules()
+    third._code = b"the loader's sources as edited"
+    list(third.rules_of(d))
+    assert third.new                                                        # another loader: loaded anew
+
+
+def test_loaded_rules_from_a_file_others_can_write_are_not_used(tmp_path, monkeypatch):
+    import pickle
+    from diagnose.ruleset import rules
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    d = _rule_dir(tmp_path)
+    first = rules.LoadedRules()
+    list(first.rules_of(d))
+    first.save()
+    path = rules.LoadedRules.path()
+    entries = pickle.loads(path.read_bytes())
+    forged = {}
+    for k, v in entries.items():
+        pairs = pickle.loads(v)
+        pairs[0][1].title = "forged"
+        forged[k] = pickle.dumps(pairs)
+    path.write_bytes(pickle.dumps(forged))
+    assert [r.title for _, r in rules.LoadedRules().rules_of(d)] == ["forged"]     # this user's own file: used
+    os.chmod(path, 0o666)
+    assert [r.title for _, r in rules.LoadedRules().rules_of(d)] != ["forged"]     # writable by others: loaded anew
+
+
+def test_needles_are_kept_and_read_back_as_found(tmp_path, monkeypatch):
+    import re
+    from diagnose.sources import literals
+    from diagnose.sources.engines.vllm.lines import Parser
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    table = [rx for rx, _ in Parser._simple] + [re.compile(r"(?i)case|blind"), re.compile(r"\d+ tokens? left")]
+    first = literals.KeptNeedles()
+    found = [first.needles(rx) for rx in table]
+    assert found == [literals._needles(rx) for rx in table] and any(found) and None in found
+    first.save()
+    second = literals.KeptNeedles()
+    monkeypatch.setattr(literals, "_needles", lambda rx: pytest.fail("read back, not parsed again"))
+    assert [second.needles(rx) for rx in table] == found and not second.new
+    path = literals.KeptNeedles.path()
+    import json
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps({**doc, "version": "another Python"}))
+    assert literals.KeptNeedles()._load() == {}         # another parser, another module: found anew
+
+
 # (2) only this user's own files ---------------------------------------------------------------
 
 def _st(mode: int, uid: int) -> os.stat_result:

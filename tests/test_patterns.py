@@ -15,11 +15,13 @@ import re
 import time
 
 import diagnose
+from diagnose.lazyre import LazyPattern
 
 N = 20_000
 FILLS = [" ", "0", "a", ".", ",", "=", "'", "(", "[", "{", ":", "/", "-", "a ", "0.", "1,", "'a': 1, ",
          "x=1, ", "\\", '"', "%", " |", "\t", "a-", "<", "#a: ", "0x"]
 BOUND_S = 1.0
+_LAZY: dict = {}        # id of a lazy pattern -> its compiled pattern (one per object, as for the compiled ones)
 
 
 def _patterns():
@@ -32,6 +34,8 @@ def _patterns():
             items = v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, (list, tuple)) else [(None, v)]
             for k, x in items:
                 for y in (x if isinstance(x, tuple) else (x,)):
+                    if isinstance(y, LazyPattern):      # compiled on first use (lazyre.py): checked all the same
+                        y = _LAZY.setdefault(id(y), y.compiled())
                     if isinstance(y, re.Pattern):
                         seen.setdefault(id(y), (f"{mod.__name__}.{name}" + (f"[{k}]" if k is not None else ""), y))
     return list(seen.values())

@@ -3,7 +3,6 @@ findings in ranked order; `diagnose schema` prints that schema."""
 from __future__ import annotations
 
 import json
-from importlib.resources import files
 
 
 def render(data: dict) -> str:
@@ -11,6 +10,7 @@ def render(data: dict) -> str:
 
 
 def schema_text() -> str:
+    from importlib.resources import files       # only `diagnose schema` reads it (~2 ms to import)
     return files("diagnose").joinpath("data", "report.schema.json").read_text(encoding="utf-8")
 
 

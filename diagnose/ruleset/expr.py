@@ -104,8 +104,16 @@ def _check(node, where, depth, names):
         return
     if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, str, bool, type(None))):
         raise ExprError(f"{where}: constant of type {type(node.value).__name__} is not allowed")
-    for child in ast.iter_child_nodes(node):
-        _check(child, where, depth + 1, names)
+    # ast.iter_child_nodes, inline: the same children in the same order, without two generators
+    # per node (the 379 expressions of the built-in rules are checked on every run)
+    for field in node._fields:
+        child = getattr(node, field, None)
+        if isinstance(child, ast.AST):
+            _check(child, where, depth + 1, names)
+        elif isinstance(child, list):
+            for item in child:
+                if isinstance(item, ast.AST):
+                    _check(item, where, depth + 1, names)
 
 
 def evaluate(tree: ast.Expression, names: dict):

@@ -6,10 +6,12 @@ bad file is rejected with an error naming the file and line.
 from __future__ import annotations
 
 import re
-from diagnose._compat import tomllib
+import zlib
+from diagnose import _compat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cachedir import cache_dir, private_dir, private_file
 from ..tomlcache import parsed as _parsed
 from ..sources.engines import NAMES
 from .expr import ExprError, compile_expr
@@ -113,14 +115,113 @@ def load_rules(extra_dirs: list[str] | None = None) -> list[Rule]:
         for d in dirs:
             if not d.is_dir():
                 raise RuleError(f"{d}: rules directory not found")
-            for p in sorted(d.rglob("*.toml")):
-                r = load_rule(p, domain=p.parent.name if p.parent != d else "user")
+            for p, r in _LOADED.rules_of(d):
                 if r.id in rules and d == dirs[0]:
                     raise RuleError(f"{p}:1: duplicate rule id `{r.id}` (also {rules[r.id].path})")
                 rules[r.id] = r   # a user rule with a built-in id replaces it
     finally:
         _parsed.save()
+        _LOADED.save()
     return list(rules.values())
+
+
+def _load_dir(d: Path, paths: list[Path], raws: list | None = None):
+    for i, p in enumerate(paths):
+        yield p, load_rule(p, domain=p.parent.name if p.parent != d else "user", raw=raws[i] if raws else None)
+
+
+class LoadedRules:
+    """The rules of a directory as loaded, kept between runs in the cache directory (cachedir.py):
+    compiling and checking the ~380 expressions of the built-in rules is most of loading them (~40
+    ms of every run); reading them back takes ~15. An entry is keyed by the Python version, the
+    sources loading depends on (this module, the expression compiler, the catalogues names are
+    checked against: CODE), the engines' names, and each rule file's path and text: an edit to any
+    of them loads the directory anew. Only a directory that loaded without an error is kept, only
+    this user's own file is read back (cachedir.private_file), and a run that loaded nothing anew
+    writes nothing. Every load gives new objects (a config may change a rule's params)."""
+
+    KEEP = 8        # directories: the built-in rules of a few versions, and the user's own
+    CODE = ("ruleset/rules.py", "ruleset/expr.py", "ruleset/sustained.py", "values.py", "evidence/facts.py",
+            "evidence/model.py", "sources/engines/__init__.py", "data/signals.toml", "data/facts.toml")
+
+    def __init__(self) -> None:
+        self.entries: dict[str, bytes] | None = None     # key -> the pickled [(path, Rule)]
+        self.new = False
+        self._code: bytes | None = None
+
+    @staticmethod
+    def path() -> Path:
+        return cache_dir() / "loaded-rules-v1.pickle"
+
+    def _key(self, d: Path, paths: list[Path], raws: list[str]) -> str:
+        if self._code is None:
+            import sys
+            here = Path(__file__).resolve().parent.parent
+            self._code = "\0".join([sys.version, repr(NAMES)]).encode() + b"".join(
+                (here / f).read_bytes() for f in self.CODE)
+        b = b"\0".join([self._code, str(d).encode("utf-8", "surrogateescape")] + [
+            f"{p}\0{t}".encode("utf-8", "surrogatepass") for p, t in zip(paths, raws)])
+        return f"{zlib.crc32(b):08x}{zlib.adler32(b):08x}{len(b):x}"
+
+    def rules_of(self, d: Path):
+        """(path, Rule) of each rule file under `d`, in order; errors as load_rule raises them, in
+        their turn (the caller's duplicate check between two files comes before a later file's)."""
+        import pickle
+        paths = sorted(d.rglob("*.toml"))
+        try:
+            raws = [p.read_text(encoding="utf-8") for p in paths]
+            key = self._key(d, paths, raws)
+        except (OSError, UnicodeDecodeError):
+            yield from _load_dir(d, paths)      # load_rule says which file cannot be read, in its turn
+            return
+        if self.entries is None:
+            try:
+                path = self.path()
+                got = pickle.loads(path.read_bytes()) if private_file(path) else {}
+                self.entries = got if isinstance(got, dict) else {}
+            except Exception:       # unreadable, truncated, or from another version: loaded anew
+                self.entries = {}
+        hit = self.entries.pop(key, None)
+        if isinstance(hit, bytes):
+            try:
+                got = pickle.loads(hit)
+            except Exception:
+                got = None
+            if isinstance(got, list):
+                self.entries[key] = hit         # last used: to the end
+                yield from got
+                return
+        got = []
+        for pair in _load_dir(d, paths, raws):
+            got.append(pair)
+            yield pair
+        try:
+            self.entries[key] = pickle.dumps(got, pickle.HIGHEST_PROTOCOL)
+            self.new = True
+        except Exception:       # something a rule holds does not pickle: loaded every run
+            pass
+
+    def save(self) -> None:
+        if not self.new or self.entries is None:
+            return
+        self.new = False
+        import os
+        import pickle
+        import tempfile
+        keep = dict(list(self.entries.items())[-self.KEEP:])
+        path = self.path()
+        if not private_dir(path.parent):
+            return
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".rules-", dir=path.parent)
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump(keep, fh, pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)           # two runs writing at once each leave a whole file
+        except OSError:
+            pass
+
+
+_LOADED = LoadedRules()
 
 
 
@@ -130,14 +231,31 @@ def _line_of(text: str, key: str) -> int:
     return text.count("\n", 0, m.start()) + 1 if m else 1
 
 
-def load_rule(path: Path, domain: str = "user") -> Rule:
+class _At:
+    """`file:line` of a key, for an expression's error message: the line is looked for (a regex
+    per key) only when a message is written, not for each of the ~380 expressions that load fine."""
+    __slots__ = ("path", "raw", "key")
+
+    def __init__(self, path: Path, raw: str, key: str) -> None:
+        self.path, self.raw, self.key = path, raw, key
+
+    def __str__(self) -> str:
+        return f"{self.path}:{_line_of(self.raw, self.key)}"
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
+def load_rule(path: Path, domain: str = "user", raw: str | None = None) -> Rule:
+    """One rule file (`raw`: its text, when already read)."""
     try:
-        raw = path.read_text(encoding="utf-8")
+        if raw is None:
+            raw = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise RuleError(f"{path}:1: cannot read rule file ({e})") from None
     try:
         d = _parsed.loads(raw)
-    except tomllib.TOMLDecodeError as e:
+    except _compat.tomllib.TOMLDecodeError as e:
         line = getattr(e, "lineno", None) or _toml_err_line(str(e))
         raise RuleError(f"{path}:{line}: invalid TOML: {str(e).split(' (at')[0]}") from None
 
@@ -150,7 +268,7 @@ def load_rule(path: Path, domain: str = "user") -> Rule:
 
     def expr(key_text, where_key):
         try:
-            return compile_expr(key_text, f"{path}:{_line_of(raw, where_key)}")
+            return compile_expr(key_text, _At(path, raw, where_key))
         except ExprError as e:
             raise RuleError(str(e)) from None
 
@@ -205,7 +323,7 @@ def load_rule(path: Path, domain: str = "user") -> Rule:
             raise RuleError(f"{path}:{_line_of(raw, name)}: `let.{name}` must name an expression in a string")
         if name in rule.params:
             raise RuleError(f"{path}:{_line_of(raw, name)}: `let.{name}` is also a param")
-        rule.lets.append((name, compile_expr(text, f"{path}:{_line_of(raw, name)}"), text))
+        rule.lets.append((name, compile_expr(text, _At(path, raw, name)), text))
     if "sustained" in d:
         rule.sustained = _sustained(d["sustained"], path, raw, expr)
     for item in d.get("severity_if", []):

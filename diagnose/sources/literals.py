@@ -26,8 +26,85 @@ _CACHE: dict = {}
 def needles(rx: re.Pattern) -> tuple[str, ...] | None:
     got = _CACHE.get(rx, _CACHE)
     if got is _CACHE:
-        got = _CACHE[rx] = _needles(rx)
+        got = _CACHE[rx] = KEPT.needles(rx)
     return got
+
+
+class KeptNeedles:
+    """needles() of the patterns met, kept between runs in the cache directory (cachedir.py):
+    reading a pattern with the parser costs about what compiling it does, ~6 ms for the tables a
+    log's lines are routed through. Keyed by each pattern and its flags; the whole file by the
+    Python version (its parser) and this module's source, so an edit to either reads them anew.
+    Only this user's own file is read back; a run that met nothing new writes nothing."""
+
+    def __init__(self) -> None:
+        self.entries: dict | None = None        # "flags:pattern" -> [needle, …] or None
+        self.new = False
+        self.version = ""
+
+    @staticmethod
+    def path():
+        from ..cachedir import cache_dir
+        return cache_dir() / "needles-v1.json"
+
+    def _load(self) -> dict:
+        import json
+        import sys
+        import zlib
+        from ..cachedir import private_file
+        try:
+            with open(__file__, "rb") as fh:
+                src = fh.read()
+            self.version = f"{sys.version}|{zlib.crc32(src):08x}{zlib.adler32(src):08x}{len(src):x}"
+        except OSError:
+            self.version = sys.version
+        try:
+            path = self.path()
+            doc = json.loads(path.read_text(encoding="utf-8")) if private_file(path) else {}
+            if isinstance(doc, dict) and doc.get("version") == self.version and isinstance(doc.get("needles"), dict):
+                return doc["needles"]
+        except (OSError, ValueError, TypeError):
+            pass
+        return {}
+
+    def needles(self, rx: re.Pattern) -> tuple[str, ...] | None:
+        if not isinstance(rx.pattern, str):
+            return _needles(rx)
+        if self.entries is None:
+            self.entries = self._load()
+        key = f"{rx.flags}:{rx.pattern}"
+        hit = self.entries.get(key, self)
+        if hit is None or (isinstance(hit, list) and all(isinstance(x, str) for x in hit)):
+            return tuple(hit) if hit is not None else None
+        got = _needles(rx)
+        self.entries[key] = list(got) if got is not None else None
+        if not self.new:
+            self.new = True
+            import atexit
+            atexit.register(self.save)
+        return got
+
+    def save(self) -> None:
+        if not self.new or self.entries is None:
+            return
+        self.new = False
+        import json
+        import os
+        import tempfile
+        from ..cachedir import private_dir
+        path = self.path()
+        if not private_dir(path.parent):
+            return
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".needles-", dir=path.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump({"version": self.version, "needles": self.entries}, fh)
+            os.replace(tmp, path)           # two runs writing at once each leave a whole file
+        except (OSError, ValueError):
+            pass
+
+
+KEPT = KeptNeedles()
 
 
 def _needles(rx: re.Pattern):

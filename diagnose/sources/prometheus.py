@@ -16,6 +16,7 @@ from ..evidence.facts import INT_FACTS      # a `fact:` metric of an integer fac
 from ..evidence.model import Evidence, InputInfo, _finite
 from .engines import ENGINES, merged
 from .readers.files import InputError
+from ..lazyre import lazy
 
 # Each engine's metric names are declared in its folder (engines/<name>/__init__.py); what no one
 # engine writes (NVIDIA Dynamo's frontend, in front of vLLM, SGLang or TensorRT-LLM workers; the
@@ -60,7 +61,7 @@ SPEC_COL = "spec_accept"
 ENGINE_OF = tuple((prefix, e.name) for e in ENGINES.values() for prefix in e.metric_prefixes)
 # Families no one engine writes (the tables above): a scrape of them is read too.
 SHARED_PREFIXES = ("forge_", "dynamo_frontend_")
-METRIC_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+(?P<ts>-?\d+(?:\.\d+)?))?\s*$")
+METRIC_LINE = lazy(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+(?P<ts>-?\d+(?:\.\d+)?))?\s*$")
 MAX_TS = 32503680000.0     # year 3000, in seconds: later sample times are damage, not dates
 
 
@@ -414,12 +415,12 @@ class PromError(Exception):
     """The server is down, slow, refuses, or answers garbage: one line for the user."""
 
 
-_API_CODE = re.compile(r"HTTP Status Code (?P<code>\d{3})\b")
+_API_CODE = lazy(r"HTTP Status Code (?P<code>\d{3})\b")
 # prometheus-api-client's message: `HTTP Status Code 400 (b'{"status":"error",…}')`, the body a bytes repr
-_API_BODY = re.compile(r"HTTP Status Code \d{3} \((?P<body>b(?P<q>['\"]).*(?P=q))\)\s*$", re.S)
+_API_BODY = lazy(r"HTTP Status Code \d{3} \((?P<body>b(?P<q>['\"]).*(?P=q))\)\s*$", re.S)
 # Where in the expression Prometheus met the problem (`1:46: `): a place in the query diagnose
 # built, not in anything the user typed.
-_POSITION = re.compile(r'^(?:invalid parameter "query": )?\d+:\d+: ')
+_POSITION = lazy(r'^(?:invalid parameter "query": )?\d+:\d+: ')
 
 
 def api_error_text(e: Exception) -> str:
@@ -457,7 +458,7 @@ def printable_line(text: str, most: int) -> str:
 # that `user:pass@host:9090`, refused for its missing scheme, is not shown with its password.
 # Everything up to the last `@` is the userinfo: a password may hold `#`, `?`, `/` or `@`
 # (urlsplit stops at the first `#` or `?`, and the password was printed whole in an error).
-_USERINFO = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)?(?P<userinfo>[^@]*@(?:[^@]*@)*)")
+_USERINFO = lazy(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)?(?P<userinfo>[^@]*@(?:[^@]*@)*)")
 
 
 def display_url(url: str) -> str:

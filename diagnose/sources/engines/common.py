@@ -8,6 +8,7 @@ import re
 import zlib
 
 from ...evidence.model import Evidence
+from ...lazyre import lazy
 from ...redact import redact
 from ..literals import needles
 from ..memo import MISS, Memo
@@ -25,32 +26,32 @@ REQUEST_BYTES = re.compile(REQUEST_SHAPE.encode())
 # Every wording an allocation failure on the GPU takes: PyTorch (CUDA and HIP), the CUDA runtime
 # (`CUDA Error: out of memory at …` from vLLM's cumem allocator, sleep-mode wake-up), TensorRT
 # and TensorRT-LLM. Each alternative holds "emory" or "EMORY" (the cheap pre-check below).
-OOM = re.compile(r"OutOfMemoryError|(?:CUDA|HIP) out of memory|(?i:CUDA error): out of memory|out of memory\. Tried to allocate"
-                 r"|CUDA runtime error in \S*cudaMalloc\S*.*out of memory|hipErrorOutOfMemory|cudaErrorMemoryAllocation"
-                 r"|Requested amount of GPU memory \(\d+ bytes\) could not be allocated|CUBLAS_STATUS_ALLOC_FAILED|Error Code \d+: OutOfMemory"
-                 r"|\[TensorRT-LLM\]\[ERROR\].*(?:[Oo]ut of memory|OUT_OF_MEMORY)")
-CAPACITY = re.compile(r"total capacity of (?P<gib>[\d.]+) GiB")
-NCCL_ERR = re.compile(r"NCCL error|DistBackendError|Watchdog caught collective operation timeout|NCCL WARN .*(?:timeout|failed)")
+OOM = lazy(r"OutOfMemoryError|(?:CUDA|HIP) out of memory|(?i:CUDA error): out of memory|out of memory\. Tried to allocate"
+           r"|CUDA runtime error in \S*cudaMalloc\S*.*out of memory|hipErrorOutOfMemory|cudaErrorMemoryAllocation"
+           r"|Requested amount of GPU memory \(\d+ bytes\) could not be allocated|CUBLAS_STATUS_ALLOC_FAILED|Error Code \d+: OutOfMemory"
+           r"|\[TensorRT-LLM\]\[ERROR\].*(?:[Oo]ut of memory|OUT_OF_MEMORY)")
+CAPACITY = lazy(r"total capacity of (?P<gib>[\d.]+) GiB")
+NCCL_ERR = lazy(r"NCCL error|DistBackendError|Watchdog caught collective operation timeout|NCCL WARN .*(?:timeout|failed)")
 # A request refused because prompt + max_tokens exceed the context limit: vLLM (every wording
 # since v0.4), SGLang, TensorRT-LLM's LLM API. The engine keeps serving; the client gets a 400.
-CTX_REJECT = re.compile(
+CTX_REJECT = lazy(
     r"maximum context length is (?P<max>\d+) tokens|"
     r"is longer than the maximum model length of (?P<max2>\d+)|"
     r"is longer than the model's context length \((?P<max3>\d+) tokens\)|"
     r"exceeds the model's maximum context length of (?P<max4>\d+) tokens|"
     r"should not exceed max_seq_len \((?P<max5>\d+)\)")
-CTX_ASKED = re.compile(r"total of at least (?P<a>\d+)|you requested (?P<b>\d+) tokens|request has (?P<c>\d+) input tokens"
-                       r"|\(length (?P<d>\d+)\)|The input \((?P<e>\d+) tokens\)|requested a total of (?P<f>\d+) tokens"
-                       r"|prompt length \((?P<g>\d+)\)")
-CTX_EXTRA = re.compile(r"too large: (?P<t>\d+)|max_tokens \((?P<u>\d+)\)|query length \((?P<q>\d+)\)")
-RAY_CLUSTER = re.compile(r"Connecting to existing Ray cluster|Started a local Ray instance")
+CTX_ASKED = lazy(r"total of at least (?P<a>\d+)|you requested (?P<b>\d+) tokens|request has (?P<c>\d+) input tokens"
+                 r"|\(length (?P<d>\d+)\)|The input \((?P<e>\d+) tokens\)|requested a total of (?P<f>\d+) tokens"
+                 r"|prompt length \((?P<g>\d+)\)")
+CTX_EXTRA = lazy(r"too large: (?P<t>\d+)|max_tokens \((?P<u>\d+)\)|query length \((?P<q>\d+)\)")
+RAY_CLUSTER = lazy(r"Connecting to existing Ray cluster|Started a local Ray instance")
 # The last line of an uncaught exception (`ValueError: …`, `torch.AcceleratorError: …`,
 # `KeyboardInterrupt`), after a traceback; DDP prefixes `[rankN]: ` to each line of it.
-EXC_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Interrupt|Exit))(?::|\s*$)")
+EXC_LINE = lazy(r"^(?:\[rank\d+\]:\s*)?(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Interrupt|Exit))(?::|\s*$)")
 # The operator (or the orchestrator) stopping the server: what fails after it is not a crash. The
 # wordings every process writes (Ctrl-C, a signal, uvicorn's shutdown, Slurm cancelling the job or
 # its time limit, a wrapper's `exit code 0`), then each engine's own (engines/<name>: `stopping`).
-STOP = re.compile("|".join([
+STOP = lazy("|".join([
     r"^(?:\[rank\d+\]:\s*)?KeyboardInterrupt\s*$|[Rr]eceived (?:signal )?SIG(?:INT|TERM)\b|Caught SIG(?:INT|TERM)",
     r"signal (?:SIGINT|SIGTERM|2|15)\b|^Shutting down\b|^Aborted!?\s*$|^Terminated\s*$|Stopping (?:the )?server",
     r"\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT\b",
@@ -59,7 +60,7 @@ STOP = re.compile("|".join([
 # status 1`, `Return code: 143`, Slurm's `ExitCode 0:0`): 0 is an orderly end; 130 / 143 (-2 / -15
 # from Python's subprocess) are SIGINT / SIGTERM, a stop; SIGKILL (137, -9) says nothing either way
 # (an operator's `kill -9`, or the kernel's OOM killer); anything else says the process failed.
-EXIT_STATUS = re.compile(r"\b(?:[Ee]xit(?:ed)?[ _]?(?:with )?(?:[Cc]ode|[Ss]tatus)|[Rr]eturn[ _]?code)['\"]?[ =:]+(?P<code>-?\d+)\b")
+EXIT_STATUS = lazy(r"\b(?:[Ee]xit(?:ed)?[ _]?(?:with )?(?:[Cc]ode|[Ss]tatus)|[Rr]eturn[ _]?code)['\"]?[ =:]+(?P<code>-?\d+)\b")
 EXIT_BY_SIGNAL = frozenset({130, 143, -2, -15})
 EXIT_KILLED = frozenset({137, -9})
 # Literal text one of the STOP or EXIT_STATUS wordings holds: the regexes run only where one is.
@@ -68,32 +69,32 @@ STOP_HINTS = ("Interrupt", "SIG", "ignal", "Shutting", "Abort", "Termin", "Stopp
 # the hints as one search (every line passes here: one C-level scan, not a Python loop)
 STOP_HINTS_RE = re.compile("|".join(map(re.escape, STOP_HINTS)))
 # An error answered to one request: the server goes on serving.
-REQUEST_ERROR = re.compile(r"Exception in ASGI application|Error in preprocessing prompt inputs|Error in (?:chat )?completion"
-                           r"|Error in request|Error with model|Error in serving|Failed to (?:process|handle) request")
+REQUEST_ERROR = lazy(r"Exception in ASGI application|Error in preprocessing prompt inputs|Error in (?:chat )?completion"
+                     r"|Error in request|Error with model|Error in serving|Failed to (?:process|handle) request")
 # Exceptions that are how a stop unwinds, not a fault.
 BENIGN_EXC = frozenset({"KeyboardInterrupt", "SystemExit", "CancelledError", "GeneratorExit"})
 # Lines that name the GPU board: `nvidia-smi -L`, a row of the `nvidia-smi` table pasted into the
 # log, PyTorch's capability warning. Power and bandwidth are judged against the board's limits.
-GPU_NAMED = re.compile(r"^GPU \d+: (?P<a>NVIDIA [^(]+?) \(UUID: GPU-|^\|\s+\d+\s+(?P<b>NVIDIA [\w .-]+?)\s{2,}(?:On|Off)\s+\|"
-                       r"|(?P<c>NVIDIA [\w .-]+?) with CUDA capability sm_\d+")
+GPU_NAMED = lazy(r"^GPU \d+: (?P<a>NVIDIA [^(]+?) \(UUID: GPU-|^\|\s+\d+\s+(?P<b>NVIDIA [\w .-]+?)\s{2,}(?:On|Off)\s+\|"
+                 r"|(?P<c>NVIDIA [\w .-]+?) with CUDA capability sm_\d+")
 # `comm 0x… rank 1 nRanks 8 nNodes 1 localRanks 8 …`: the communicator's size and the nodes it spans.
-NCCL_COMM = re.compile(r"\bnRanks (\d+) nNodes (\d+)\b")
+NCCL_COMM = lazy(r"\bnRanks (\d+) nNodes (\d+)\b")
 REQUEST_LINE = re.compile(REQUEST_SHAPE)
 # A disaggregated node's half of the work, in every engine's words: `--disaggregation-mode decode`
 # (SGLang, Dynamo's workers), `disaggregation_mode=<DisaggregationMode.DECODE: 'decode'>` (Dynamo's
 # config dump), vLLM's `kv_role='kv_producer'` / `"kv_role": "kv_consumer"` (a P2P/TPU connector's
 # prefill and decode sides; `kv_both`, NIXL's, says nothing of the role), `--is-prefill-worker`.
-NODE_ROLE = re.compile(r"disaggregation[_-]mode['\"]?(?:[ =:]+|=<DisaggregationMode\.)['\"]?(?P<mode>prefill|decode|PREFILL|DECODE)\b"
-                       r"|kv_role['\"]?\s*[:=]\s*['\"]kv_(?P<kv>producer|consumer)['\"]|(?P<pw>--is-prefill-worker\b)")
+NODE_ROLE = lazy(r"disaggregation[_-]mode['\"]?(?:[ =:]+|=<DisaggregationMode\.)['\"]?(?P<mode>prefill|decode|PREFILL|DECODE)\b"
+                 r"|kv_role['\"]?\s*[:=]\s*['\"]kv_(?P<kv>producer|consumer)['\"]|(?P<pw>--is-prefill-worker\b)")
 # How the KV cache travels between them: vLLM's `kv_connector='NixlConnector'`, SGLang's
 # `disaggregation_transfer_backend='mooncake'`.
-KV_CONNECTOR = re.compile(r"kv_connector['\"]?\s*[:=]\s*['\"](?P<c>\w+)|disaggregation[_-]transfer[_-]backend['\"]?[ =:]+['\"]?(?P<b>\w+)")
+KV_CONNECTOR = lazy(r"kv_connector['\"]?\s*[:=]\s*['\"](?P<c>\w+)|disaggregation[_-]transfer[_-]backend['\"]?[ =:]+['\"]?(?P<b>\w+)")
 # A KV transfer between a prefill and a decode node that failed, timed out or was given up on, in
 # each connector's words: vLLM's scheduler (`Failing 1 request(s) due to KV load failure`), its TPU
 # connector (`KV transfer timeout`, `KV pull failed`), NIXL's producer (`Releasing expired KV
 # blocks`: nobody pulled them in time), SGLang (`KVTransferError`, `Failed to get kvcache from
 # prefill`, Mooncake's `Transfer Return Error`), TensorRT-LLM's `Error in kv cache transfer`.
-KV_XFER_FAIL = re.compile(
+KV_XFER_FAIL = lazy(
     r"KV transfer timeout|KV pull failed|due to KV load failure|KVTransferError|Failed to get kvcache|"
     r"(?:Prefill|Decode|KV) transfer failed|Transfer Return Error|Failed to complete transfers?|"
     r"NIXL\w* (?:transfer|xfer)\w* (?:failed|error)|Releasing expired KV blocks|"
@@ -102,11 +103,11 @@ KV_XFER_FAIL = re.compile(
 # Python loop over the hints).
 KV_XFER_HINTS_RE = re.compile("ransfer|KV pull|KV load|kvcache|expired KV|ransmission")
 DISAGG_HINTS_RE = re.compile("isaggregation|kv_role|prefill-worker|kv_connector")
-KV_FAILED_REQS = re.compile(r"Failing (?P<n>\d+) request\(s\) due to KV load failure")
+KV_FAILED_REQS = lazy(r"Failing (?P<n>\d+) request\(s\) due to KV load failure")
 # A Hugging Face hub cache path names the checkpoint (`models--openai--gpt-oss-120b/snapshots/…`):
 # the model where no argument says it (trtllm-serve prints none). Used only when nothing else names it.
 # (a Windows path writes it with backslashes)
-HF_SNAPSHOT = re.compile(r"models--(?P<org>[\w.]+(?:-[\w.]+)*)--(?P<name>[\w.\-]{1,200})[/\\]snapshots[/\\]")
+HF_SNAPSHOT = lazy(r"models--(?P<org>[\w.]+(?:-[\w.]+)*)--(?P<name>[\w.\-]{1,200})[/\\]snapshots[/\\]")
 MAX_PREFIXES = 100_000
 # The memos of what a message alone decides (its route through a table, whether feed_common can
 # act on it): this many messages of up to this many characters each, and this many characters in

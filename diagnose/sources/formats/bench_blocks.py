@@ -14,11 +14,12 @@ import re
 
 from .base import FormatReader, LineFormat
 from .bench_files import POINT_FIELDS
+from ...lazyre import lazy
 
-KV = re.compile(r"^(?P<k>[A-Za-z][^:]{1,80}?)\s*:\s*(?P<v>\S.*?)\s*$")
-BREAKDOWN = re.compile(r"^\[(?P<m>TTFT|TPOT|ITL|GEN|E2E|Latency)\]\s+(?P<q>MINIMUM|MAXIMUM|AVERAGE|P\d+)\s*:\s*(?P<v>[\d.eE+-]+)")
-RULE = re.compile(r"^(?:=+|-+|-+[^-]+-+|=+[^=]+=+)$")
-SECTION = re.compile(r"^= (?P<t>[A-Z][A-Z +/&()-]+?)\s*$")
+KV = lazy(r"^(?P<k>[A-Za-z][^:]{1,80}?)\s*:\s*(?P<v>\S.*?)\s*$")
+BREAKDOWN = lazy(r"^\[(?P<m>TTFT|TPOT|ITL|GEN|E2E|Latency)\]\s+(?P<q>MINIMUM|MAXIMUM|AVERAGE|P\d+)\s*:\s*(?P<v>[\d.eE+-]+)")
+RULE = lazy(r"^(?:=+|-+|-+[^-]+-+|=+[^=]+=+)$")
+SECTION = lazy(r"^= (?P<t>[A-Z][A-Z +/&()-]+?)\s*$")
 
 # `Key:` of vLLM and SGLang's block → point field, and a scale to ms where the key says seconds.
 SERVE_KEYS = {

@@ -29,6 +29,7 @@ import re
 
 from ...evidence.model import Evidence, InputInfo
 from ..readers.files import Input, InputError
+from ...lazyre import lazy
 
 MAX_BYTES = 16 * 1024 * 1024     # parsed whole: a JSON document takes ~7 times its size in memory
 # What a point holds (all optional but the load): the JSON report's `sweep.points[]` and more.
@@ -38,7 +39,7 @@ POINT_FIELDS = ("tool", "source", "line", "model", "workload", "backend", "start
                 "input_len_mean", "output_len_mean", "max_num_seqs")
 
 _VLLM_KEYS = (b'"burstiness"', b'"output_throughput"', b'"request_throughput"')
-_TTFT_KEY = re.compile(rb'"(?:mean|median|p99)_ttft_ms"')
+_TTFT_KEY = lazy(rb'"(?:mean|median|p99)_ttft_ms"')
 
 
 def sniff_bench(head: bytes) -> str | None:
@@ -297,10 +298,10 @@ def _csv_points(text: str, source: str, info: InputInfo) -> list[dict]:
     return out
 
 
-_LOAD_IN_PATH = re.compile(r"(concurrency|request[_-]?rate)[_=-]?(\d+(?:\.\d+)?)", re.I)
+_LOAD_IN_PATH = lazy(r"(concurrency|request[_-]?rate)[_=-]?(\d+(?:\.\d+)?)", re.I)
 # `[^()]*`, and the name's trailing spaces stripped by the caller: with `[^)]*` and `\s*` after
 # the lazy name, each of its steps scanned the rest of a header full of `(` or spaces.
-_UNIT = re.compile(r"^(.*?)\(([^()]*)\)\s*$")
+_UNIT = lazy(r"^(.*?)\(([^()]*)\)\s*$")
 _TO_MS = {"ms": 1.0, "us": 1e-3, "ns": 1e-6, "s": 1000.0}
 
 

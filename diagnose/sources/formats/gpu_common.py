@@ -4,11 +4,10 @@ Units differ by tool; rows are normalized to W, MHz, MiB, %. Columns are always 
 name (dmon orders groups as `-s` lists them, query CSV as `--query-gpu` lists them)."""
 from __future__ import annotations
 
-import re
-
 from ...evidence.model import Evidence
+from ...lazyre import lazy
 
-_NUM = re.compile(r"^-?[\d.]+")
+_NUM = lazy(r"^-?[\d.]+")
 
 
 def num(tok: str):

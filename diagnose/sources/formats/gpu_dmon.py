@@ -5,17 +5,17 @@ between a server's lines: once a header was seen, a line that fits its columns i
 `time`): the same header and units, comma-separated."""
 from __future__ import annotations
 
-import re
 from datetime import datetime
 
 from .base import FormatReader, LineFormat
 from .gpu_common import Rows, gpu_index, num
+from ...lazyre import lazy
 
-HEADER = re.compile(r"^#\s*(?:Date\s+)?(?:Time\s+)?gpu\b")
-UNITS = re.compile(r"^#\s*(?:YYYYMMDD\s+)?(?:HH:MM:SS\s+)?Idx\b")
+HEADER = lazy(r"^#\s*(?:Date\s+)?(?:Time\s+)?gpu\b")
+UNITS = lazy(r"^#\s*(?:YYYYMMDD\s+)?(?:HH:MM:SS\s+)?Idx\b")
 # comma-separated: `#gpu, pwr, …`, `time,gpu,pwr,…`; its units `#Idx, W, …`, `s,Idx,W,…`
-CSV_HEADER = re.compile(r"^#?\s*(?:[A-Za-z][\w ]*,\s*){0,2}gpu\s*,\s*(?:pwr|sm|gtemp|mem|fb)\s*,")
-CSV_UNITS = re.compile(r"^#?\s*(?:[\w:]+,\s*){0,2}Idx\s*,")
+CSV_HEADER = lazy(r"^#?\s*(?:[A-Za-z][\w ]*,\s*){0,2}gpu\s*,\s*(?:pwr|sm|gtemp|mem|fb)\s*,")
+CSV_UNITS = lazy(r"^#?\s*(?:[\w:]+,\s*){0,2}Idx\s*,")
 # dmon column → normalized key (scale applied to turn the tool's unit into ours)
 COLS = {"pwr": ("power_w", 1), "gtemp": ("temp_c", 1), "temp": ("temp_c", 1), "sm": ("util", 1),
         "mem": ("mem_util", 1), "mclk": ("mem_clock_mhz", 1), "pclk": ("sm_clock_mhz", 1),

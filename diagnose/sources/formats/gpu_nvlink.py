@@ -2,13 +2,12 @@
 name and UUID, then its links with their speed or `<inactive>`."""
 from __future__ import annotations
 
-import re
-
 from .base import FormatReader, LineFormat
 from .gpu_common import gpu_index, gpu_info
+from ...lazyre import lazy
 
-GPU = re.compile(r"^GPU (?P<i>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)")
-LINK = re.compile(r"^\s+Link (?P<k>\d+): (?P<v><inactive>|<not supported>|[\d.]+ GB/s)")
+GPU = lazy(r"^GPU (?P<i>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)")
+LINK = lazy(r"^\s+Link (?P<k>\d+): (?P<v><inactive>|<not supported>|[\d.]+ GB/s)")
 
 
 class NvLink(LineFormat):

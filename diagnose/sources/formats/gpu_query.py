@@ -10,10 +10,11 @@ from datetime import datetime
 
 from .base import FormatReader, LineFormat
 from .gpu_common import Rows, gpu_index, gpu_info, num
+from ...lazyre import lazy
 
-CMD = re.compile(r"--query-gpu[= ](?P<fields>[\w.,]+)")
-FIELD = re.compile(r"^(timestamp|index|name|uuid|pci\.bus_id|utilization\.\w+|memory\.\w+|power\.[\w.]+|enforced\.power\.limit|clocks[._]\S*|temperature\.\w+|pstate|fan\.speed|pcie\.[\w.]+|driver_version|gpu_name|gpu_bus_id|clocks_(?:event|throttle)_reasons\.\w+)(?: \[[^\]]*\])?$")
-WRAPPED_RESULT = re.compile(r"query result: (\[\[.*\]\])")
+CMD = lazy(r"--query-gpu[= ](?P<fields>[\w.,]+)")
+FIELD = lazy(r"^(timestamp|index|name|uuid|pci\.bus_id|utilization\.\w+|memory\.\w+|power\.[\w.]+|enforced\.power\.limit|clocks[._]\S*|temperature\.\w+|pstate|fan\.speed|pcie\.[\w.]+|driver_version|gpu_name|gpu_bus_id|clocks_(?:event|throttle)_reasons\.\w+)(?: \[[^\]]*\])?$")
+WRAPPED_RESULT = lazy(r"query result: (\[\[.*\]\])")
 COLS = {"index": "gpu", "utilization.gpu": "util", "utilization.memory": "mem_util",
         "memory.used": "mem_used_mib", "memory.total": "mem_total_mib", "power.draw": "power_w",
         "power.draw.average": "power_w", "power.draw.instant": "power_w",

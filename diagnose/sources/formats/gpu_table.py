@@ -3,18 +3,17 @@ per GPU its board, power cap, memory and utilisation at that moment. It names th
 roofline needs them); its one reading is a snapshot, never a sample of the run."""
 from __future__ import annotations
 
-import re
-
 from .base import FormatReader, LineFormat
 from .gpu_common import gpu_index, gpu_info
+from ...lazyre import lazy
 
-HEAD = re.compile(r"NVIDIA-SMI\s+(?P<smi>[\d.]+)\s+Driver Version:\s*(?P<drv>[\d.]+)(?:\s+CUDA Version:\s*(?P<cuda>[\d.]+))?")
+HEAD = lazy(r"NVIDIA-SMI\s+(?P<smi>[\d.]+)\s+Driver Version:\s*(?P<drv>[\d.]+)(?:\s+CUDA Version:\s*(?P<cuda>[\d.]+))?")
 # `|   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |` (older: `Tesla V100-SXM2…  On   |`)
-GPU_ROW = re.compile(r"^\|\s+(?P<i>\d+)\s+(?P<name>\S.*?)\s+(?:On|Off)\s+\|\s+[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d")
+GPU_ROW = lazy(r"^\|\s+(?P<i>\d+)\s+(?P<name>\S.*?)\s+(?:On|Off)\s+\|\s+[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d")
 # `| N/A   27C    P0             70W /  700W |       1MiB /  81559MiB |      0%      Default |`
-STATE_ROW = re.compile(r"^\|\s*\S+\s+(?P<temp>\d+|N/A)C?\s+(?P<perf>P\d+|N/A)\s+(?:(?P<pw>\d+)W|N/A)\s*/\s*(?:(?P<cap>\d+)W|N/A)\s*\|"
-                       r"\s*(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB\s*\|\s*(?P<util>\d+|N/A)%?")
-TABLE_LINE = re.compile(r"^\s*(?:[|+][\s\S]*[|+]\s*$|\|)")
+STATE_ROW = lazy(r"^\|\s*\S+\s+(?P<temp>\d+|N/A)C?\s+(?P<perf>P\d+|N/A)\s+(?:(?P<pw>\d+)W|N/A)\s*/\s*(?:(?P<cap>\d+)W|N/A)\s*\|"
+                 r"\s*(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB\s*\|\s*(?P<util>\d+|N/A)%?")
+TABLE_LINE = lazy(r"^\s*(?:[|+][\s\S]*[|+]\s*$|\|)")
 
 
 class SmiTable(LineFormat):

@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 
 from .base import FormatReader, LineFormat
+from ...lazyre import lazy
 
-ROW = re.compile(r"^\s*(?P<name>GPU\d+|NIC\d+|mlx\d+_\d+)\s")
-CELL = re.compile(r"NV\d+|SYS|NODE|PHB|PXB|PIX|X")
-HEADER = re.compile(r"^\s*GPU0\s+(?:GPU\d|NIC\d|mlx|CPU)")
-LEGEND = re.compile(r"^\s*(Legend|NIC Legend|X\s+=|SYS\s+=|NODE\s+=|PHB\s+=|PXB\s+=|PIX\s+=|NV#\s+=|NIC\d+: )")
-CPU_LIST = re.compile(r"\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*")
+ROW = lazy(r"^\s*(?P<name>GPU\d+|NIC\d+|mlx\d+_\d+)\s")
+CELL = lazy(r"NV\d+|SYS|NODE|PHB|PXB|PIX|X")
+HEADER = lazy(r"^\s*GPU0\s+(?:GPU\d|NIC\d|mlx|CPU)")
+LEGEND = lazy(r"^\s*(Legend|NIC Legend|X\s+=|SYS\s+=|NODE\s+=|PHB\s+=|PXB\s+=|PIX\s+=|NV#\s+=|NIC\d+: )")
+CPU_LIST = lazy(r"\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*")
 
 
 class Topo(LineFormat):

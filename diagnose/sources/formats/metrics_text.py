@@ -10,9 +10,10 @@ import re
 from ...evidence.model import Evidence
 from .base import FormatReader, LineFormat
 from .gpu_common import gpu_index, gpu_info
+from ...lazyre import lazy
 
-METRIC_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+(?P<ts>-?\d+(?:\.\d+)?))?\s*$")
-DCGM_LINE = re.compile(r"^(?:dcgm_fi|DCGM_FI)_\w+\{")
+METRIC_LINE = lazy(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+(?P<ts>-?\d+(?:\.\d+)?))?\s*$")
+DCGM_LINE = lazy(r"^(?:dcgm_fi|DCGM_FI)_\w+\{")
 DCGM_METRICS = {"DCGM_FI_DEV_GPU_UTIL": ("util", 1), "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1),
                 "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", 1), "DCGM_FI_DEV_MEM_CLOCK": ("mem_clock_mhz", 1),
                 "DCGM_FI_DEV_FB_USED": ("mem_used_mib", 1), "DCGM_FI_DEV_FB_FREE": ("mem_free_mib", 1),

@@ -7,7 +7,7 @@ import re
 
 from ...evidence.model import Evidence, InputInfo
 from ..readers.files import Input, InputError
-from ..engines.trtllm.lines import CONFIG_KEYS, add_iteration
+from ...lazyre import lazy
 
 MAX_BYTES = 16 * 1024 * 1024     # parsed whole: a JSON document takes ~7 times its size in memory
 # `key = value` with spaces, as TOML is written; logfmt (`time="…" level=info`) has none.
@@ -89,6 +89,7 @@ def load_structured(kind: str, inp: Input, ev: Evidence) -> InputInfo:
     items = obj if isinstance(obj, list) else [obj]
     if items and all(isinstance(x, dict) and ("iter" in x or "iterLatencyMS" in x or "Active Request Count" in x) for x in items):
         info.kind = "trtllm-iteration-stats"
+        from ..engines.trtllm.lines import add_iteration     # TensorRT-LLM's line table: only for its files
         lines = _item_lines(text)
         for i, it in enumerate(items):
             add_iteration(it, ev, inp.display, lines[i] if i < len(lines) else 1)
@@ -146,7 +147,7 @@ def _expanded(obj) -> int:
         return MAX_VALUES + 1
 
 
-NUM_PAIR = re.compile(r'"(\w[\w ]*)"\s*:\s*(-?[\d.]+(?:[eE][-+]?\d+)?|"[^"\n]*")')
+NUM_PAIR = lazy(r'"(\w[\w ]*)"\s*:\s*(-?[\d.]+(?:[eE][-+]?\d+)?|"[^"\n]*")')
 
 
 def _salvage_json(text: str):
@@ -196,11 +197,12 @@ def _flatten(obj, prefix=""):
     return out
 
 
-SKU = re.compile(r"thor|spark|gb10|[hb]\d00|a100|a10g?|l40s?|l4|rtx|jetson|orin", re.I)
+SKU = lazy(r"thor|spark|gb10|[hb]\d00|a100|a10g?|l40s?|l4|rtx|jetson|orin", re.I)
 
 
 def _config(obj: dict, text: str, source: str, ev: Evidence) -> int:
     """Map known keys to facts; returns how many settings were recognised."""
+    from ..engines.trtllm.lines import CONFIG_KEYS
     flat = _flatten(obj)
     n = 0
     # A per-SKU profile names its GPU in the section key: `jetson_thor:`, `rtx_4000_pro:`.

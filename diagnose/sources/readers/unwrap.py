@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from ...lazyre import lazy
 
 MIN_WIDTH = 60          # narrower "wraps" are tables and banners
 MIN_WRAPPED = 3
 ANSI = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
 # How a log record begins, in every engine's formats (after any colour code).
-RECORD_START = re.compile(
+RECORD_START = lazy(
     rb"^(?:\x1b\[[0-9;]*m)*\s*(?:"
     rb"\(\w+(?: \w+)* pid=\d+"                       # vLLM V1 process prefix: (APIServer pid=1)
     rb"|\[?\d{4}-\d\d-\d\d[ T]\d"                     # ISO dates: SGLang, TRT-LLM, collectors

@@ -11,58 +11,59 @@ import re
 from datetime import datetime
 
 from ....evidence.model import Evidence
+from ....lazyre import lazy
 from ..common import dispatch, note_failure, note_launch
 from .. import kv
 from ...readers.lineprefix import Line
 
 ENGINE = "trtllm"
 
-ENGINE_VERSION = re.compile(r"Engine version (?P<v>[\w.\-+]+) found in the config file")
-MPI = re.compile(r"MPI size: (?P<n>\d+)")
-MODEL_PARAM = re.compile(r"TRTGptModel (?P<k>\w+): (?P<v>.+)$")
-CAPACITY = re.compile(r"Capacity Scheduler Policy: (?P<p>\w+)")
-CHUNKING = re.compile(r"Context Chunking Scheduler Policy: (?P<p>\w+)")
-ENGINE_SIZE = re.compile(r"Loaded engine size: (?P<mib>[\d.]+) MiB")
-MEM_CALC = re.compile(r"Memory usage when calculating max tokens in paged kv cache: total: (?P<t>[\d.]+) GiB, available: (?P<a>[\d.]+) GiB")
-BLOCKS = re.compile(r"Number of blocks in KV cache primary pool: (?P<n>\d+)")
-TPB = re.compile(r"(?:Number of tokens per block: |tokens per block=)(?P<n>\d+)")
-PRIMARY = re.compile(r"primary blocks=(?P<n>\d+)")
-KV_ALLOC = re.compile(r"Allocated (?P<g>[\d.]+) (?P<u>GiB|MiB|GB) for max tokens in paged KV cache \((?P<n>\d+)\)")
-PAGED_TOKENS = re.compile(r"Using (?P<n>\d+) tokens in paged KV cache")
-PYT_LIMITS = re.compile(r"max_seq_len=(?P<seq>\d+), max_num_requests=(?P<req>\d+), max_num_tokens=(?P<tok>\d+)(?:, max_batch_size=(?P<bs>\d+))?")
-PYT_PEAK = re.compile(r"fraction is set (?P<f>[\d.]+), kv size is (?P<b>\d+)\.? device total memory (?P<t>[\d.]+) GiB")
-KV_DTYPE = re.compile(r"(?:kv[_ ]cache[_ ]dtype|kv_cache_type|KV cache dtype)[\"']?\s*[:=]\s*[\"']?(?:torch\.)?(?P<d>fp8|float16|fp16|bfloat16|bf16|float32|fp32|int8|auto|nvfp4)", re.I)
-ITER_LOG = re.compile(r"^iter = (?P<iter>\d+),.*?elapsed_time = (?P<el>[\d.]+)s.*?timestamp = (?P<ts>[\d\- :]+)(?P<rest>.*)$")
-TP_INTRA = re.compile(r"TP group is intra-node for rank")
-MEM_CHANGE = re.compile(r"\[MemUsageChange\] (?P<what>.*)")
-NOT_SPECIFIED = re.compile(r"^(?P<k>\w+) (?:is not specified|not set), (?:will use default value(?: of (?P<v>[\w.]+))?|defaulting to (?P<v2>[\w.]+)|will be (?:set to |automatically set)(?P<v3>[\w.]*))")
-EVICT = re.compile(r"(?:pause|evict)\w* request", re.I)
-VERSION_BANNER = re.compile(r"TensorRT[- ]LLM version: (?P<v>\d[\w.\-+]*)")
-QUANT_ALGO = re.compile(r"Setting (?P<k>quant_algo|kv_cache_quant_algo)=(?P<v>\w+) from")
+ENGINE_VERSION = lazy(r"Engine version (?P<v>[\w.\-+]+) found in the config file")
+MPI = lazy(r"MPI size: (?P<n>\d+)")
+MODEL_PARAM = lazy(r"TRTGptModel (?P<k>\w+): (?P<v>.+)$")
+CAPACITY = lazy(r"Capacity Scheduler Policy: (?P<p>\w+)")
+CHUNKING = lazy(r"Context Chunking Scheduler Policy: (?P<p>\w+)")
+ENGINE_SIZE = lazy(r"Loaded engine size: (?P<mib>[\d.]+) MiB")
+MEM_CALC = lazy(r"Memory usage when calculating max tokens in paged kv cache: total: (?P<t>[\d.]+) GiB, available: (?P<a>[\d.]+) GiB")
+BLOCKS = lazy(r"Number of blocks in KV cache primary pool: (?P<n>\d+)")
+TPB = lazy(r"(?:Number of tokens per block: |tokens per block=)(?P<n>\d+)")
+PRIMARY = lazy(r"primary blocks=(?P<n>\d+)")
+KV_ALLOC = lazy(r"Allocated (?P<g>[\d.]+) (?P<u>GiB|MiB|GB) for max tokens in paged KV cache \((?P<n>\d+)\)")
+PAGED_TOKENS = lazy(r"Using (?P<n>\d+) tokens in paged KV cache")
+PYT_LIMITS = lazy(r"max_seq_len=(?P<seq>\d+), max_num_requests=(?P<req>\d+), max_num_tokens=(?P<tok>\d+)(?:, max_batch_size=(?P<bs>\d+))?")
+PYT_PEAK = lazy(r"fraction is set (?P<f>[\d.]+), kv size is (?P<b>\d+)\.? device total memory (?P<t>[\d.]+) GiB")
+KV_DTYPE = lazy(r"(?:kv[_ ]cache[_ ]dtype|kv_cache_type|KV cache dtype)[\"']?\s*[:=]\s*[\"']?(?:torch\.)?(?P<d>fp8|float16|fp16|bfloat16|bf16|float32|fp32|int8|auto|nvfp4)", re.I)
+ITER_LOG = lazy(r"^iter = (?P<iter>\d+),.*?elapsed_time = (?P<el>[\d.]+)s.*?timestamp = (?P<ts>[\d\- :]+)(?P<rest>.*)$")
+TP_INTRA = lazy(r"TP group is intra-node for rank")
+MEM_CHANGE = lazy(r"\[MemUsageChange\] (?P<what>.*)")
+NOT_SPECIFIED = lazy(r"^(?P<k>\w+) (?:is not specified|not set), (?:will use default value(?: of (?P<v>[\w.]+))?|defaulting to (?P<v2>[\w.]+)|will be (?:set to |automatically set)(?P<v3>[\w.]*))")
+EVICT = lazy(r"(?:pause|evict)\w* request", re.I)
+VERSION_BANNER = lazy(r"TensorRT[- ]LLM version: (?P<v>\d[\w.\-+]*)")
+QUANT_ALGO = lazy(r"Setting (?P<k>quant_algo|kv_cache_quant_algo)=(?P<v>\w+) from")
 # The LLM API's arguments, as trtllm-serve prints them after "LLM Args:" (`key=value …`, one long
 # line) or as Dynamo's worker logs them ("TRTLLM engine args: {'key': value, …}"; "TensorRT-LLM
 # engine args:" since Dynamo logs them at INFO).
-ENGINE_ARGS = re.compile(r"(?:TRTLLM|TensorRT-LLM) engine args:")
-ARG = re.compile(r"""['"]?\b(?P<k>tensor_parallel_size|pipeline_parallel_size|moe_expert_parallel_size|max_batch_size|max_num_tokens|max_seq_len"""
-                 r"""|gpus_per_node|enable_attention_dp|use_cuda_graph|cuda_graph_config|enable_chunked_prefill)['"]?\s*[:=]\s*(?P<v>[\w.]+|\{)""")
+ENGINE_ARGS = lazy(r"(?:TRTLLM|TensorRT-LLM) engine args:")
+ARG = lazy(r"""['"]?\b(?P<k>tensor_parallel_size|pipeline_parallel_size|moe_expert_parallel_size|max_batch_size|max_num_tokens|max_seq_len"""
+           r"""|gpus_per_node|enable_attention_dp|use_cuda_graph|cuda_graph_config|enable_chunked_prefill)['"]?\s*[:=]\s*(?P<v>[\w.]+|\{)""")
 ARG_FACTS = {"tensor_parallel_size": "tensor_parallel_size", "pipeline_parallel_size": "pipeline_parallel_size",
              "moe_expert_parallel_size": "expert_parallel_size", "max_batch_size": "max_num_seqs",
              "max_num_tokens": "max_num_batched_tokens", "max_seq_len": "max_model_len", "gpus_per_node": "gpus_per_node"}
 # The checkpoint's folder, where no argument names the model: the PyTorch backend prefetching its
 # shards, or failing to find a generation config beside them.
-MODEL_DIR = re.compile(r"Prefetching (?P<m>\S+?)/[^/\s]+\.safetensors to memory|Failed to load hf generation config from (?P<n>[^,\s]+),")
+MODEL_DIR = lazy(r"Prefetching (?P<m>\S+?)/[^/\s]+\.safetensors to memory|Failed to load hf generation config from (?P<n>[^,\s]+),")
 # The PyTorch backend's config and attention features, one line each (1.0+); AutoDeploy's sizes;
 # the LLM API overriding a build config; the ranks' world size (AutoDeploy's init, the clock sync).
-PYTORCH_CONFIG = re.compile(r"^PyTorchConfig\(")
+PYTORCH_CONFIG = lazy(r"^PyTorchConfig\(")
 # AutoDeploy on a model with no attention KV of its own (SSM layers): the pool it sizes next is a
 # stand-in, not a capacity.
-FAKE_CACHE = re.compile(r"Using fake cache manager")
-WEIGHTS_USE = re.compile(r"^Use (?P<g>[\d.]+) GB for model weights")     # bytes / 2**30, so GiB
-ATTN_FEATURES = re.compile(r"AttentionRuntimeFeatures\(chunked_prefill=(?P<v>True|False)")
-SEQ_INFO = re.compile(r"\[SequenceInfo:\] self\.max_seq_len=(?P<seq>\d+), self\.max_batch_size=(?P<req>\d+),.*?self\.max_num_tokens=(?P<tok>\d+)")
-BUILD_OVERRIDE = re.compile(r"Overriding (?P<k>max_batch_size|max_seq_len|max_num_tokens) from build_config to (?P<v>\d+)")
-WORLD = re.compile(r"\bworld_size=(?P<n>\d+)\b|global_steady_clock_offset at each rank: \[(?P<ranks>[^\]]*)\]")
-ERROR = re.compile(r"(?:Assertion failed|RuntimeError|CUDA runtime error|Executor worker returned error|Encountered an error in forward)")
+FAKE_CACHE = lazy(r"Using fake cache manager")
+WEIGHTS_USE = lazy(r"^Use (?P<g>[\d.]+) GB for model weights")     # bytes / 2**30, so GiB
+ATTN_FEATURES = lazy(r"AttentionRuntimeFeatures\(chunked_prefill=(?P<v>True|False)")
+SEQ_INFO = lazy(r"\[SequenceInfo:\] self\.max_seq_len=(?P<seq>\d+), self\.max_batch_size=(?P<req>\d+),.*?self\.max_num_tokens=(?P<tok>\d+)")
+BUILD_OVERRIDE = lazy(r"Overriding (?P<k>max_batch_size|max_seq_len|max_num_tokens) from build_config to (?P<v>\d+)")
+WORLD = lazy(r"\bworld_size=(?P<n>\d+)\b|global_steady_clock_offset at each rank: \[(?P<ranks>[^\]]*)\]")
+ERROR = lazy(r"(?:Assertion failed|RuntimeError|CUDA runtime error|Executor worker returned error|Encountered an error in forward)")
 
 # `TRTGptModel <key>` → normalized facts
 MODEL_KEYS = {"maxNumSequences": "max_num_seqs", "maxSequenceLen": "max_model_len",
@@ -347,7 +348,7 @@ class TrtllmParser:
         (KV_ALLOC, _kv_alloc), (PAGED_TOKENS, _paged), (PYT_LIMITS, _limits), (PYT_PEAK, _pyt_peak),
         (KV_DTYPE, _kv_dtype), (TP_INTRA, _intra), (NOT_SPECIFIED, _not_specified),
         (MEM_CHANGE, _mem_change), (VERSION_BANNER, _banner), (QUANT_ALGO, _quant_algo),
-        (re.compile(r"\bLLM Args:\s*$"), _args_marker), (MODEL_DIR, _model_dir),
+        (lazy(r"\bLLM Args:\s*$"), _args_marker), (MODEL_DIR, _model_dir),
         (ATTN_FEATURES, _attn_features), (SEQ_INFO, _limits),
         (BUILD_OVERRIDE, _build_override), (WORLD, _world), (ERROR, _error),
     ]

@@ -11,10 +11,6 @@ are installed.
 from __future__ import annotations
 
 import os
-import shlex
-import subprocess
-import sysconfig
-import tempfile
 import zlib
 from pathlib import Path
 
@@ -33,6 +29,8 @@ def source_key(text: bytes) -> str:
 
 
 def compiler() -> list[str]:
+    import shlex
+    import sysconfig
     cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
     return shlex.split(cc)
 
@@ -40,6 +38,10 @@ def compiler() -> list[str]:
 def build(out: Path = LIBRARY) -> Path:
     """Compile SOURCE into `out`. Built beside it and renamed: a concurrent build (two Pythons
     installing from one checkout) leaves a whole file either way."""
+    # Imported here: every run that reads a log loads this module for SOURCE and source_key, and
+    # tempfile alone costs it ~8 ms.
+    import subprocess
+    import tempfile
     out = Path(out)
     text = SOURCE.read_bytes()
     cc = compiler()
