@@ -55,3 +55,30 @@ def private_file(p: Path) -> bool:
         return False
     return stat.S_ISREG(st.st_mode) and private(st) and private_dir(p.parent, create=False)
 
+
+
+def read_back(p: Path, binary: bool = False):
+    """A cache file's content (bytes or text), or None when it is missing, unreadable or not this
+    user's alone (private_file)."""
+    try:
+        if not private_file(p):
+            return None
+        return p.read_bytes() if binary else p.read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        return None
+
+
+def write_whole(p: Path, write, binary: bool = False) -> None:
+    """Write a cache file by `write(fh)` into a temporary file beside it, then put it in place: two
+    runs writing at once each leave a whole file. Nothing is written where the directory is not
+    this user's alone (private_dir), and a failure to write only loses what the next run re-reads."""
+    if not private_dir(p.parent):
+        return
+    import tempfile     # only when something is written: ~10 ms to import
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + p.stem + "-", dir=p.parent)
+        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as fh:
+            write(fh)
+        os.replace(tmp, p)
+    except (OSError, ValueError):
+        pass

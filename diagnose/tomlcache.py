@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import atexit
 import json
-import os
 import zlib
 from pathlib import Path
 
 from . import _compat
-from .cachedir import cache_dir, private_dir, private_file
+from .cachedir import cache_dir, read_back, write_whole
 
 
 class ParsedFiles:
@@ -34,9 +33,8 @@ class ParsedFiles:
     def loads(self, raw: str) -> dict:
         if self.entries is None:
             try:
-                path = self.path()
-                self.entries = dict(json.loads(path.read_text(encoding="utf-8"))) if private_file(path) else {}
-            except (OSError, ValueError, TypeError):
+                self.entries = dict(json.loads(read_back(self.path()) or "{}"))
+            except (ValueError, TypeError):
                 self.entries = {}
         # Two checksums and the length: an edit that keeps all three is not a real risk, and
         # zlib is loaded already (hashlib would load OpenSSL: 10 ms of every run).
@@ -59,17 +57,7 @@ class ParsedFiles:
             return
         self.new = False
         keep = dict(list(self.entries.items())[-self.KEEP:])
-        path = self.path()
-        if not private_dir(path.parent):
-            return
-        import tempfile     # only when something was parsed anew: tempfile costs ~10 ms to import
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=".parsed-", dir=path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(keep, fh)
-            os.replace(tmp, path)           # two runs writing at once each leave a whole file
-        except OSError:
-            pass
+        write_whole(self.path(), lambda fh: json.dump(keep, fh))
 
 
 parsed = ParsedFiles()

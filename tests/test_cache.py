@@ -152,9 +152,9 @@ def test_a_group_writable_cache_dir_of_ones_own_is_tightened(tmp_path):
 
 
 def test_a_cache_dir_of_someone_else_is_not_written(tmp_path, monkeypatch):
-    from diagnose import tomlcache
+    from diagnose import cachedir, tomlcache
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr(tomlcache, "private_dir", lambda d, create=True: False)
+    monkeypatch.setattr(cachedir, "private_dir", lambda d, create=True: False)
     parsed = tomlcache.ParsedFiles()
     assert parsed.loads('id = "x"\n') == {"id": "x"}
     parsed.save()

@@ -11,7 +11,7 @@ from diagnose import _compat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cachedir import cache_dir, private_dir, private_file
+from ..cachedir import cache_dir, read_back, write_whole
 from ..tomlcache import parsed as _parsed
 from ..sources.engines import NAMES
 from .expr import ExprError, compile_expr
@@ -176,10 +176,10 @@ class LoadedRules:
             return
         if self.entries is None:
             try:
-                path = self.path()
-                got = pickle.loads(path.read_bytes()) if private_file(path) else {}
+                raw = read_back(self.path(), binary=True)
+                got = pickle.loads(raw) if raw else {}
                 self.entries = got if isinstance(got, dict) else {}
-            except Exception:       # unreadable, truncated, or from another version: loaded anew
+            except Exception:       # truncated, or from another version: loaded anew
                 self.entries = {}
         hit = self.entries.pop(key, None)
         if isinstance(hit, bytes):
@@ -205,20 +205,9 @@ class LoadedRules:
         if not self.new or self.entries is None:
             return
         self.new = False
-        import os
         import pickle
-        import tempfile
         keep = dict(list(self.entries.items())[-self.KEEP:])
-        path = self.path()
-        if not private_dir(path.parent):
-            return
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=".rules-", dir=path.parent)
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(keep, fh, pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)           # two runs writing at once each leave a whole file
-        except OSError:
-            pass
+        write_whole(self.path(), lambda fh: pickle.dump(keep, fh, pickle.HIGHEST_PROTOCOL), binary=True)
 
 
 _LOADED = LoadedRules()

@@ -51,7 +51,7 @@ class KeptNeedles:
         import json
         import sys
         import zlib
-        from ..cachedir import private_file
+        from ..cachedir import read_back
         try:
             with open(__file__, "rb") as fh:
                 src = fh.read()
@@ -59,8 +59,7 @@ class KeptNeedles:
         except OSError:
             self.version = sys.version
         try:
-            path = self.path()
-            doc = json.loads(path.read_text(encoding="utf-8")) if private_file(path) else {}
+            doc = json.loads(read_back(self.path()) or "{}")
             if isinstance(doc, dict) and doc.get("version") == self.version and isinstance(doc.get("needles"), dict):
                 return doc["needles"]
         except (OSError, ValueError, TypeError):
@@ -89,19 +88,9 @@ class KeptNeedles:
             return
         self.new = False
         import json
-        import os
-        import tempfile
-        from ..cachedir import private_dir
-        path = self.path()
-        if not private_dir(path.parent):
-            return
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=".needles-", dir=path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"version": self.version, "needles": self.entries}, fh)
-            os.replace(tmp, path)           # two runs writing at once each leave a whole file
-        except (OSError, ValueError):
-            pass
+        from ..cachedir import write_whole
+        doc = {"version": self.version, "needles": self.entries}
+        write_whole(self.path(), lambda fh: json.dump(doc, fh))
 
 
 KEPT = KeptNeedles()
