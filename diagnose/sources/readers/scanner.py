@@ -2,18 +2,26 @@
 mean. The C reader (native/) does the same work faster where it was built at install; both hand
 their segments to one consumer (segments.read), and tests hold them to the same evidence.
 
-A block of whole lines is split once, and each line classified as scan.c classifies it: not
-readable text (invalid UTF-8, NUL bytes: counted, never parsed), and, on a big log (`tally`), an
-engine request line or a uvicorn access line (counted: engines.common.REQUEST_SHAPE/ACCESS_SHAPE),
-else a line holding one of the keywords (for the parsers). A small log is read whole and every
-keyword line goes to the parsers, access and request lines included: the reference the tallies
-are checked against.
+Each line of a block of whole lines is classified as scan.c classifies it: not readable text
+(invalid UTF-8, NUL bytes: counted, never parsed), and, on a big log (`tally`), an engine request
+line or a uvicorn access line (counted: engines.common.REQUEST_SHAPE/ACCESS_SHAPE), else a line
+holding one of the keywords (for the parsers). A small log is read whole and every keyword line
+goes to the parsers, access and request lines included: the reference the tallies are checked
+against. A big log's block is tallied a kind of line at a time over the whole block
+(_tally_block: each pattern in one pass, Python only where a line needs it), twice as fast as a
+line at a time (_segment_lines), which still reads a block with unreadable lines and the small
+log's.
 """
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import accumulate, compress, islice, repeat
+from operator import add, methodcaller, sub
+from zlib import adler32, crc32
 
 from ...evidence.model import EVENT_KEEP
 from ..engines.common import ACCESS_BYTES, PROBE_PATHS, REQUEST_BYTES, head_key, prompt_head
@@ -47,9 +55,42 @@ SHARED_KEYWORDS = [
 GREP_KEYWORDS = list(dict.fromkeys(SHARED_KEYWORDS + [k for e in ENGINES.values() for k in (*e.keywords, *e.stop_hints)]
                                    + list(FORMAT_KEYWORDS)))
 
-_KW = re.compile(b"|".join(re.escape(k.encode()) for k in GREP_KEYWORDS))
+
+def _any_of(words: list[bytes]) -> bytes:
+    """A pattern that matches where one of `words` starts, as a trie: the regex engine tries an
+    alternation's branches one after the other at each byte, and one branch per keyword made
+    the keyword search the slowest part of reading a log (3x slower than this)."""
+    trie: dict = {}
+    for w in words:
+        node = trie
+        for c in w:
+            node = node.setdefault(c, {})
+        node[None] = {}         # a word ends here: a longer one adds nothing to "holds one"
+
+    def branch(node: dict) -> bytes:
+        if None in node:
+            return b""
+        alts = [re.escape(bytes([c])) + branch(sub) for c, sub in sorted(node.items())]
+        return alts[0] if len(alts) == 1 else b"(?:" + b"|".join(alts) + b")"
+    return branch(trie)
+
+
+_KW = re.compile(_any_of([k.encode() for k in GREP_KEYWORDS]))
 PROBE_BYTES = tuple(p.encode() for p in PROBE_PATHS)
 _ODD = re.compile(rb"[\x00-\x08\x0e-\x1f\x80-\xff]")
+_RECEIVED = b"] Received request"
+# A line's first request or access match, taken on to the line's end: one match per line, ending
+# at its newline.
+_REQUEST_LINE = re.compile(REQUEST_BYTES.pattern + rb"[^\n]*")
+# (`tail`: path to status, one bytes object to count by)
+assert ACCESS_BYTES.pattern.endswith(rb"(?P<status>\d{3})")
+_ACCESS_LINE = re.compile(ACCESS_BYTES.pattern.replace(b"(?P<path>", b"(?P<tail>(?P<path>", 1) + rb")[^\n]*")
+_END = re.Match.end
+# Where a prompt head ends (engines.common.prompt_head): the first of its two ends after it, by
+# quote; looked for in the 256 bytes a head may take and as far past them as the longer end reaches.
+_HEAD_END_1, _HEAD_END_2 = (re.compile(q + rb", (?:params|sampling_params)").search for q in (b"'", b'"'))
+_HEAD_OVER = len(b"', sampling_params") - 1
+_TAIL = methodcaller("group", "tail")
 
 
 @dataclass
@@ -165,12 +206,230 @@ def _cut_runs(b: bytes, a: int, z: int):
 
 
 def _segment(block: bytes, keep: int, tally: bool, keywords) -> Segment:
-    """One block of whole lines (it ends with a newline), classified line by line."""
+    """One block of whole lines (it ends with a newline), classified as scan.c classifies it."""
+    if tally and keywords is _KW and block.endswith(b"\n"):
+        bad = _bad_lines(block, 0)
+        if bad is None and (seg := _tally_block(block, keep)) is not None:
+            return seg
+        return _segment_lines(block, keep, tally, keywords, bad)
+    return _segment_lines(block, keep, tally, keywords, _bad_lines(block, 0))
+
+
+def _tally_block(block: bytes, keep: int) -> Segment | None:
+    """_segment_lines' tally found a kind at a time over the whole block, in C-speed passes
+    (bytes.find, finditer, map, Counter); Python runs per line only for a `] Received request`
+    line (its prompt head) and a line that holds a keyword. None where a block needs
+    _segment_lines (an access line's path with a control or non-ASCII byte).
+
+    The Received lines (most of a busy log's bytes: each carries its prompt) are taken first, and
+    the other lines' patterns run over the rest joined (`rest`): its lines, in order, are the
+    block's other lines. No pattern or keyword spans a newline, so a line's first match in a
+    block is the one a search of that line alone finds."""
+    find, rfind = block.find, block.rfind
+    rcv_a: list[int] = []
+    rcv_z: list[int] = []
+    pos = 0
+    while (p := find(_RECEIVED, pos)) >= 0:
+        pos = find(b"\n", p)
+        rcv_a.append(rfind(b"\n", 0, p) + 1)
+        rcv_z.append(pos)
+        pos += 1
+    # Prompt heads as engines.common.prompt_head cuts them, without copying the lines (each
+    # carries its whole prompt); keyed as head_key keys them, in order of first appearance.
+    heads = []
+    append = heads.append
+    for i, z in zip(map(find, repeat(b"prompt: "), rcv_a, rcv_z), rcv_z):
+        if i >= 0:
+            start = i + 9
+            if start <= z:
+                q = block[i + 8]
+                search = _HEAD_END_1 if q == 39 else _HEAD_END_2 if q == 34 else None   # ' or "
+                if search is not None:
+                    w = start + 256
+                    m = search(block, start, w + _HEAD_OVER if w + _HEAD_OVER < z else z)
+                    if m is not None and (e := m.start()) < w:
+                        w = e
+                    append(block[start:w if w < z else z])
+    keys: dict[int, int] = {}
+    for head, n in Counter(heads).items():    # a head repeats (a system prompt): keyed once
+        k = crc32(head) << 32 | adler32(head)
+        keys[k] = keys.get(k, 0) + n
+    if rcv_a:
+        # the runs of lines between Received lines: run r follows r Received lines
+        g0 = [0, *map(add, rcv_z, repeat(1))]
+        g1 = [*rcv_a, len(block)]
+        rest = b"".join(map(block.__getitem__, map(slice, g0, g1)))
+        at = [0, *accumulate(map(sub, g1, g0))]     # where each run starts in `rest`
+    else:
+        rest = block
+    found = _tally_rest(rest, keep)
+    if found is None:
+        return None
+    seg, rows = found
+    seg.buf, seg.end = block, len(block)
+    seg.head_counts = keys
+    if not rcv_a:
+        seg.rows = rows
+        return seg
+    seg.lines += len(rcv_a)
+    seg.req += len(rcv_a)
+    seg.rcv = len(rcv_a)
+    # Rows of `rest` back to the block: a line of run r has r Received lines before it.
+    out = []
+    for kind, i, a, z, code in rows:
+        r = bisect_right(at, a) - 1
+        shift = g0[r] - at[r]
+        out.append((kind, i + r, a + shift, z + shift, code))
+    count = rest.count
+    seen = n = 0
+    for k in range(min(keep, len(rcv_a))):
+        # lines before Received line k: k Received lines, and those of runs 0..k
+        seen += count(b"\n", n, at[k + 1])
+        n = at[k + 1]
+        out.append((ROW_RECEIVED, k + seen, rcv_a[k], rcv_z[k], 0))
+    out.sort(key=_line_of)
+    seg.rows = out
+    return seg
+
+
+def _tally_rest(block: bytes, keep: int):
+    """(Segment, rows) for whole lines none of which holds `] Received request`; None where
+    _segment_lines must decide. Rows are in line order."""
+    seg = Segment(block, None, 0, len(block))
+    # A line's first match, taken to its end (match end = its newline): one match per line.
+    req = list(map(_END, _REQUEST_LINE.finditer(block)))
+    access = list(_ACCESS_LINE.finditer(block))
+    http_rows: list = []
+    probe_rows: list = []
+    if access:
+        acc = list(map(_END, access))
+        if req and not set(req).isdisjoint(acc):
+            requests = set(req)
+            access = [m for m, e in zip(access, acc) if e not in requests]
+            acc = [e for e in acc if e not in requests]
+        pairs = list(map(_TAIL, access))
+        status: dict[int, int] = {}
+        probe = refused = 0
+        probes, http = [], {}
+        for pair, n in Counter(pairs).items():
+            path, code = pair.split(b" ", 1)[0], int(pair[-3:])     # the path holds no space
+            # Where a path holds a control or non-ASCII byte (no other part of ACCESS_SHAPE
+            # can), Python's classes over text may read the line otherwise: the parsers decide.
+            if _ODD.search(path):
+                return None
+            status[code] = status.get(code, 0) + n
+            if path.startswith(PROBE_BYTES):
+                probe += n
+                probes.append(pair)
+            elif code in (503, 429):
+                refused += n      # the admission limit; a probe answered 503 is not
+            if 500 <= code < 600 or code == 429:
+                http.setdefault(code, []).append(pair)
+        seg.acc, seg.probe, seg.refused = len(access), probe, refused
+        seg.status = sorted(status.items())
+        counted = sorted(req + acc) if req else acc
+    else:
+        acc = []
+        counted = req
+    seg.req = len(req)
+
+    # Lines neither request nor access (others), in runs between the counted ones: gap_n[j]
+    # of them right before counted line gap_k[j].
+    count = block.count
+    total = count(b"\n")
+    seg.lines = n = total
+    k = len(counted)
+    gap_k: list[int] = []
+    gap_n: list[int] = []
+    runs = []
+    if n > k:
+        starts = [0, *map(add, counted[:-1], repeat(1))]
+        if (n - k) * 16 < k:
+            # Few (a busy server's log): found by halving the counted lines wherever newlines
+            # outnumber them, rather than by a count between every two of them.
+            todo = [(0, k)] if k else []
+            while todo:
+                lo, hi = todo.pop()
+                extra = count(b"\n", starts[lo], counted[hi - 1]) - (hi - 1 - lo)
+                if extra:
+                    if hi - lo == 1:
+                        gap_k.append(lo)
+                        gap_n.append(extra)
+                    else:
+                        mid = (lo + hi) // 2
+                        todo += ((mid, hi), (lo, mid))
+        else:
+            others = list(map(count, repeat(b"\n"), starts, counted))
+            gap_k = list(compress(range(k), others))
+            gap_n = list(compress(others, others))
+        runs = [(starts[g], rfind_line(block, starts[g], counted[g]), g + b - o)
+                for g, o, b in zip(gap_k, gap_n, accumulate(gap_n))]
+        tail = counted[-1] + 1 if counted else 0
+        if tail < len(block):
+            runs.append((tail, len(block), n - count(b"\n", tail)))
+    gap_before = list(accumulate(gap_n))
+
+    def line_of(end: int) -> int:
+        k = bisect_left(counted, end)
+        j = bisect_right(gap_k, k)
+        return k + gap_before[j - 1] if j else k
+
+    if access:
+        # The first `keep` lines of each kept kind, in line order.
+        for code, which in sorted(http.items()):
+            for j in _first(pairs, which, keep):
+                e = acc[j]
+                http_rows.append((ROW_HTTP, line_of(e), rfind_line(block, 0, e), e, code))
+        for j in _first(pairs, probes, keep):
+            e = acc[j]
+            probe_rows.append((ROW_PROBE, line_of(e), rfind_line(block, 0, e), e, int(pairs[j][-3:])))
+
+    rows = http_rows + probe_rows
+    kw = _KW.search
+    find, rfind = block.find, block.rfind
+    hot = None      # the keyword found last: a line holding it needs no search (a stats line)
+    for g0, g1, i in runs:
+        at = pos = g0
+        while pos < g1:
+            z = find(b"\n", pos, g1)
+            if hot is not None and find(hot, pos, z) >= 0:
+                a = pos
+            else:
+                m = kw(block, pos, g1)
+                if m is None:
+                    break
+                p = m.start()
+                hot = m.group()
+                a = rfind(b"\n", pos, p) + 1 or pos
+                z = find(b"\n", p, g1)
+            i += count(b"\n", at, a)
+            at = a
+            rows.append((ROW_KEYWORD, i, a, z, 0))
+            pos = z + 1
+    rows.sort(key=_line_of)
+    return seg, rows
+
+
+def rfind_line(block: bytes, lo: int, end: int) -> int:
+    """Where the line that ends at `end` starts (not before `lo`, where a line starts)."""
+    return block.rfind(b"\n", lo, end) + 1 or lo
+
+
+def _first(pairs: list, which: list, keep: int) -> list[int]:
+    """The indices of the first `keep` items of `pairs` that are among `which`."""
+    return list(islice(compress(range(len(pairs)), map(set(which).__contains__, pairs)), keep))
+
+
+def _line_of(row) -> int:
+    return row[1]
+
+
+def _segment_lines(block: bytes, keep: int, tally: bool, keywords, bad) -> Segment:
+    """One block of whole lines, classified line by line (`bad`: _bad_lines of it)."""
     seg = Segment(block, None, 0, len(block))
     lines = block.split(b"\n")
     lines.pop()
     seg.lines = len(lines)
-    bad = _bad_lines(block, 0)
     if bad:
         seg.bad = len(bad)
         seg.bad_lines = bad
@@ -242,17 +501,31 @@ def _flags(block: bytes, lines: int) -> bytes | None:
     return native.keyword_flags(lib, block, lines) if lib is not None else None
 
 
+def _readable(block: bytes, piece: int = 1 << 14) -> bool:
+    """Whether a block is UTF-8 text. A block is ASCII but for a few lines (a prompt in another
+    script): only the pieces with a non-ASCII byte are decoded, each ending at a newline (UTF-8
+    can be checked piece by piece where each piece ends with an ASCII byte), as decoding a whole
+    non-ASCII block costs ten times more than checking it is ASCII."""
+    if block.isascii():
+        return True
+    find, n, a = block.find, len(block), 0
+    while a < n:
+        z = find(b"\n", min(n - 1, a + piece)) + 1 or n
+        part = block[a:z]
+        if not part.isascii():
+            try:
+                part.decode("utf-8")
+            except UnicodeDecodeError:
+                return False
+        a = z
+    return True
+
+
 def _bad_lines(block: bytes, base: int) -> set[int] | None:
     """Absolute line numbers that are not readable text; None when all are fine."""
     nul = b"\x00" in block
-    if not nul:
-        if block.isascii():         # most blocks: ten times faster than decoding
-            return None
-        try:
-            block.decode("utf-8")
-            return None
-        except UnicodeDecodeError:
-            pass
+    if not nul and _readable(block):
+        return None
     bad: set[int] = set()
     for i, raw in enumerate(block.split(b"\n")[:-1], base + 1):
         if b"\x00" in raw:
