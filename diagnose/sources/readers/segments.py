@@ -97,7 +97,9 @@ class Segment:
 
     def weight(self) -> int:
         """Bytes it holds while it waits for the parsers."""
-        return (len(self.buf) if self.fd is None else 0) + (48 if isinstance(self.rows, FlatRows) else 180) * len(self.rows)
+        rows = self.rows
+        flat = isinstance(rows, FlatRows)
+        return (len(self.buf) if self.fd is None else 0) + (48 if flat else 180) * len(rows) + (8 * len(rows.stats) if flat else 0)
 
 
 def read(segments, display: str, ev, counts, progress=None, follow=None, every_line: bool = False,
