@@ -203,7 +203,7 @@ def run_table(work: Path, keywords_pattern: str, repeat: int = 1, huge: bool = F
         write_case(many, 21_000, 0)
         made.append(many)
         single = gen("busy-launch-size.log", many.stat().st_size)
-        ref = diag([single], 1)
+        ref = diag([single], max(3, repeat))     # ~1 s each: best of several, as the write just before may still be flushing
         d = diag([many], 1)
         rows.append(row("21,000 launches in one file", many.stat().st_size, "one launch, same size", ref.wall, d,
                         "≤ 3×", d.wall <= 3 * ref.wall))
@@ -213,7 +213,7 @@ def run_table(work: Path, keywords_pattern: str, repeat: int = 1, huge: bool = F
         _repeat_file(SEED, copies, 9_800)
         made.append(copies)
         single = gen("busy-copies-size.log", copies.stat().st_size)
-        ref = diag([single], 1)
+        ref = diag([single], max(3, repeat))     # ~1 s each: best of several, as the write just before may still be flushing
         d = diag([copies], 1)
         rows.append(row("9,800 copies of a small log in one file", copies.stat().st_size, "one launch, same size",
                         ref.wall, d, "≤ 3×", d.wall <= 3 * ref.wall))
