@@ -391,3 +391,70 @@ def test_made_up_stats_lines_are_read_in_c_only_where_python_reads_them_alike():
     for h in ("(A pid=1, ip=10.0.0.5) ", "\x1b[1;36m(APIServer pid=7)\x1b[0;0m ", "vllm-1  | ", "(A pid=1) (B pid=2) ",
               "(1A pid=1) ", "INFO 1-20 09:04:07 [a.py:1] ", "INFO 11-20 09:04:07 [a.py:] ", "INFO 11-20 09:04:07. [a.py:1] "):
         assert _c_values(h + head.split(") ", 1)[1] + c[0] if not h.endswith("] ") else h + c[0]) is None, h
+
+
+def _read_c(path, monkeypatch, run_min: int):
+    """A log read by the C reader (as a big log), stats lines in a row read as runs or one by one."""
+    from conftest import evidence_summary
+
+    from diagnose.sources import resolve
+    from diagnose.sources.loading import read_input
+    from diagnose.sources.readers import bulk, segments
+    monkeypatch.setattr(bulk, "FAST_MIN_BYTES", 0)
+    monkeypatch.setattr(segments, "RUN_MIN", run_min)
+    r = read_input(resolve([str(path)])[0])
+    out = []
+    for p in r.pieces:
+        p.ev.inputs = [r.info]
+        out.append((p.describe(), evidence_summary(p.ev), dict(p.engine_lines), p.first_engine, p.last, p.last_t,
+                    p.quiet, [sorted(q.procs_seen) for q in p.parsers if hasattr(q, "procs_seen")]))
+    return out, r.info.to_json()
+
+
+def test_stats_lines_in_a_row_read_as_a_run_give_what_one_by_one_gives(tmp_path, monkeypatch):
+    """Runs of stats lines C read (loading._c_stats_run) and the same lines handed on one by one:
+    the same rows, times, launches, coverage and parsers' state, where a run meets what it checks
+    once (a new process name, the engine's kind not yet known, a wrapped dump open, a relaunch, a
+    new year, a quiet hour, lines of one second) and in real logs."""
+    from diagnose.sources.readers import native
+    assert native.load() is not None, native.why_not
+    stats = ("({proc} pid=7) INFO {md} {hms} [loggers.py:123] Engine 000: Avg prompt throughput: {p} tokens/s, "
+             "Avg generation throughput: 54.7 tokens/s, Running: 3 reqs, Waiting: 1 reqs, "
+             "GPU KV cache usage: {kv}%, Prefix cache hit rate: 35.8%")
+    lines = []
+    for i in range(6):          # before anything says which engine kind: the first goes the long way
+        lines.append(stats.format(proc="APIServer", md="12-31", hms="23:5%d:00" % i, p=i, kv=i / 10))
+    lines.append("(APIServer pid=7) INFO 12-31 23:59:01 [api_server.py:1] vLLM API server version 0.11.0")
+    lines.append("(APIServer pid=7) INFO 12-31 23:59:01 [api_server.py:1] non-default args: {'model': 'm',")
+    lines.append("'tensor_parallel_size': 2}")          # a dump a paste wrapped: the next lines follow it
+    for i in range(4):
+        lines.append(stats.format(proc="EngineCore_DP0" if i == 2 else "APIServer", md="12-31", hms="23:59:3%d" % i,
+                                  p=i + 0.5, kv=90 + i))
+    for i in range(5):          # a new year, two lines a second, then an hour of silence
+        lines.append(stats.format(proc="Worker_TP1", md="01-01", hms="00:00:0%d" % (i // 2), p=i, kv=50))
+    lines.append(stats.format(proc="Worker_TP1", md="01-01", hms="01:30:00", p=1, kv=1))
+    lines.append("(APIServer pid=9) INFO 01-01 02:00:00 [api_server.py:1] vLLM API server version 0.11.0")
+    for i in range(3):
+        lines.append(stats.format(proc="VllmWorkerProcess", md="01-01", hms="02:00:1%d" % i, p=i, kv=5))
+    lines.append('{"message": "not a stats line"}')
+    for i in range(3):
+        lines.append(stats.format(proc="APIServer", md="01-01", hms="02:01:1%d" % i, p=i, kv=5))
+    path = tmp_path / "runs.log"
+    path.write_text("\n".join(lines) + "\n")
+    from diagnose.sources import loading
+    taken = []
+    real = loading._c_stats_run
+
+    def counted(st, cov, clock, run, big, fmt_kw):
+        got = real(st, cov, clock, run, big, fmt_kw)
+        taken.append(run.done)
+        return got
+    monkeypatch.setattr(loading, "_c_stats_run", counted)
+    run, single = _read_c(path, monkeypatch, 2), _read_c(path, monkeypatch, 10 ** 9)
+    assert run == single
+    assert sum(len(p[1]["stats"]) for p in run[0]) == 22
+    # read as three runs (before the launch line, across the new process, year and silence, after
+    # the relaunch across the JSON record the reader counts), each whole
+    assert taken == [6, 10, 6]
+    for path in sorted((FIXTURES / "real").glob("*.log"))[::7]:
+        assert _read_c(path, monkeypatch, 2) == _read_c(path, monkeypatch, 10 ** 9), path

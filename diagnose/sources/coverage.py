@@ -195,6 +195,22 @@ class Coverage:
         if read and self.regions:
             self._read_regions.add(id(self.regions[-1]))
 
+    def read_lines(self, kind: str, ns: list) -> None:
+        """Lines `ns` (in order, nothing told between them) an engine's parser read: line(n, kind,
+        read=True) of each, the lines after the first that go on its region counted at once."""
+        self.line(ns[0], kind, read=True)
+        cur = self.regions[-1] if self.regions else None
+        if (len(ns) > 1 and cur is not None and cur[0] == kind and kind in _ENGINES and self._run is None
+                and not self._pend_known and not self._pend_other):
+            m = len(ns) - 1     # what _line's going-on branch does to each
+            self.by_kind[kind] += m
+            cur[2] = ns[-1]
+            cur[3] += m
+            self.span_known += m
+            return
+        for n in ns[1:]:
+            self.line(n, kind, read=True)
+
     def _line(self, n: int, kind: str | None, text: str = "") -> None:
         prev, self._prev = self._prev, kind
         if kind is None:

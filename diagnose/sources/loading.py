@@ -27,14 +27,14 @@ from .coverage import Coverage, classify, expected_by
 from .engines import ENGINES
 from .engines.common import ACCESS_BYTES, REQUEST_BYTES, feed_common
 from .engines.sglang.lines import batch_line as sglang_batch_line
-from .engines.vllm.lines import stats_line as vllm_stats_line
+from .engines.vllm.lines import stats_line as vllm_stats_line, values_row
 from .formats import json_lines
 from .launches import Piece, fold_target, marker
 from .readers.files import Input, InputError, read_ahead
 from .readers.lineprefix import Clock, Line, peel
 from .readers.progress import advancer, counted, progress_bar
 from .readers.scanner import ScanCounts, segments
-from .readers.segments import MAX_LINE, read
+from .readers.segments import MAX_LINE, STATS_WIDTH, StatsRun, read
 from .readers.unwrap import unwrap
 from .sniff import SNIFF_BYTES, binary_head, endless_binary, sniff_head, whole_kind
 
@@ -379,6 +379,10 @@ class LineRead:
         malformed = 0
         last_n = self.last_n
         for lineno, text, keyword in lines_iter:
+            if keyword.__class__ is StatsRun:
+                malformed += _c_stats_run(st, cov, clock, keyword, big, fmt_kw)
+                last_n = keyword.last_n
+                continue
             last_n = lineno
             if big and not keyword and sample is not None:
                 sample.saw(lineno)          # handed on for a region or a dump: seen, not to estimate
@@ -620,6 +624,82 @@ def _c_stats(st: _State, cov: Coverage, clock: Clock, n: int, text: str, v) -> b
         piece.first_engine = n
     cov.line(n, p.engine, text, read=True)
     return True
+
+
+def _c_stats_run(st: _State, cov: Coverage, clock: Clock, run: StatsRun, big: bool, fmt_kw) -> int:
+    """The lines of `run` (stats lines C read, one after the other) read as _one would read each
+    with _c_stats, with what does not change from one to the next checked once: no region open
+    and no parser in a dump (a stats line opens neither), the launch piece and its parser. A line
+    the fast path declines (a launch marker, a JSON record's shape) goes to _one, and the run
+    stops there: what follows it may be read otherwise. Sets run.done and run.last_n; returns the
+    lines with malformed values."""
+    seg, base, rows, stats = run.seg, run.base, run.rows, run.stats
+    fd, buf, pread = seg.fd, seg.buf, os.pread
+    src, piece = st.src, st.current[None]
+    first = rows[0]
+    if st.region is not None or any(p.followers and p.wants_more() for p in (st.piece, piece)):
+        n = base + first[1] + 1
+        k = (first[4] - 1) * STATS_WIDTH
+        run.done, run.last_n = 1, n
+        try:
+            _one(st, cov, clock, n, seg.text(first[2], first[3]).decode("utf-8", "replace"),
+                 stats[k:k + STATS_WIDTH], big, fmt_kw)
+        except LINE_ERRORS:
+            cov.line(n, None, seg.text(first[2], first[3]).decode("utf-8", "replace"))
+            return 1
+        return 0
+    ev, saw = piece.ev, piece.saw
+    p = piece.orders["vllm"][0]
+    engine, procs = p.engine, p.procs_seen
+    append = ev.stats_rows.append
+    # the run's values as one list (its rows' values follow one another in `stats`)
+    k0 = (first[4] - 1) * STATS_WIDTH
+    vals = stats[k0:rows[-1][4] * STATS_WIDTH].tolist()
+    ns: list = []
+    n = 0
+    declined = None
+    for row in rows:
+        n = base + row[1] + 1
+        a, z = row[2], row[3]
+        text = (buf[a:z] if fd is None else pread(fd, z - a, a)).decode("utf-8", "replace")
+        k = (row[4] - 1) * STATS_WIDTH - k0
+        v = vals[k:k + STATS_WIDTH]
+        # _one's JSON record shapes; c_stats_line's message: a launch marker is read otherwise
+        if (text[:1] == "{" or text[:2] == " {" or (text[:1] == "[" and text[-1:] == "}" and '] {"' in text[:40])
+                or marker(text[int(v[0]):]) is not None):
+            declined = (n, text, v)
+            break
+        st.piece = piece
+        proc = None if v[3] < 0 else text[int(v[3]):int(v[3] + v[4])]
+        if "v1_engine" in ev.facts and (proc is None or (proc in procs and proc != "VllmWorkerProcess")):
+            # what feed_values does when the engine's kind is known and the process (if any)
+            # was noted already: the row alone; the time without a Line (Clock.at_stamp)
+            hms = int(v[7])
+            when = clock.at_stamp((int(v[5]), int(v[6]), text[hms:hms + 8]))
+            saw(n, when, text)
+            append(values_row(v, src, n, when))
+        else:
+            line = c_stats_line(src, n, text, v)
+            when = clock.at(line)
+            saw(n, when, text)
+            p.feed_values(v, line, ev, when)
+        ns.append(n)
+    if ns:
+        piece.engine_lines[engine] = piece.engine_lines.get(engine, 0) + len(ns)
+        if piece.first_engine is None:
+            piece.first_engine = ns[0]
+        cov.read_lines(engine, ns)
+    run.done, run.last_n = len(ns), n
+    if declined is None:
+        return 0
+    run.done += 1
+    n, text, v = declined
+    try:
+        _one(st, cov, clock, n, text, v, big, fmt_kw)
+    except LINE_ERRORS:
+        cov.line(n, None, text)
+        return 1
+    return 0
 
 
 class _Sampler:

@@ -176,6 +176,16 @@ class Clock:
                 pass
         if stamp is None:
             return None
+        return self._stamped(stamp)
+
+    def at_stamp(self, stamp: tuple) -> datetime | None:
+        """at() of a line with this stamp and no other time (no year, no collector's time)."""
+        if stamp == self._stamp:
+            return self._last_dt
+        self._stamp = None
+        return self._stamped(stamp)
+
+    def _stamped(self, stamp: tuple) -> datetime | None:
         mon, day, hms = stamp
         try:
             h, mi, s = map(int, hms.split(":"))

@@ -31,6 +31,9 @@ MAX_LINE = 4 << 20
 # endless stream without newlines): refused rather than read for ever.
 NO_LINE_END = 64 << 20
 ROW_KEYWORD, ROW_PROBE, ROW_HTTP, ROW_RECEIVED = range(4)
+# The fewest stats lines C read, one after the other, handed on as one StatsRun (a single line goes
+# as any other keyword line, with its values).
+RUN_MIN = 2
 
 
 class FlatRows:
@@ -53,6 +56,19 @@ class FlatRows:
 
     def __iter__(self):
         return zip(*[iter(self.a)] * ROW_WIDTH)
+
+
+class StatsRun:
+    """Keyword rows that follow one another in a segment, each a stats line C read (values in
+    `stats`, STATS_WIDTH each): loading reads them in one call, not one dispatch a line (~10 µs
+    each). The reader sets `done` (how many rows it took: the rest come one by one again, a row it
+    could not read fast may have changed what follows) and `last_n` (the last line number read)."""
+    __slots__ = ("seg", "base", "rows", "stats", "done", "last_n")
+
+    def __init__(self, seg, base: int, rows: list, stats) -> None:
+        self.seg, self.base, self.rows, self.stats = seg, base, rows, stats
+        self.done = 0
+        self.last_n = 0
 
 
 class Segment:
@@ -194,7 +210,7 @@ class _Tally:
         stats = getattr(seg.rows, "stats", None)
         # Where the line after `last` starts in the segment's buffer, when known.
         at = seg.start if last == base else None
-        it = iter(kw)
+        i, nkw = 0, len(kw)
         while True:
             if follow is not None and at is not None and follow():
                 if at >= seg.end:
@@ -210,17 +226,31 @@ class _Tally:
                         continue
                     yield last, text, False
                 continue
-            row = next(it, None)
-            if row is None:
+            if i >= nkw:
                 break
+            row = kw[i]
+            i += 1
             n = base + row[1] + 1
             if n <= last:
                 continue
+            if row[4] and stats:
+                j = i
+                while j < nkw and kw[j][4]:
+                    j += 1
+                if j - i + 1 >= RUN_MIN:
+                    # stats lines C read, one after the other: read as a run
+                    run = StatsRun(seg, base, kw[i - 1:j], stats)
+                    yield n, None, run
+                    i += run.done - 1
+                    row = kw[i - 1]
+                    last, at = base + row[1] + 1, row[3] + 1
+                    self.last = last
+                    continue
             last, at = n, row[3] + 1
             self.last = last
             if row[4] and stats:        # a stats line C read: its values, for loading's fast path
-                i = (row[4] - 1) * STATS_WIDTH
-                yield n, seg.text(row[2], row[3]).decode("utf-8", "replace"), stats[i:i + STATS_WIDTH]
+                k = (row[4] - 1) * STATS_WIDTH
+                yield n, seg.text(row[2], row[3]).decode("utf-8", "replace"), stats[k:k + STATS_WIDTH]
             else:
                 yield n, seg.text(row[2], row[3]).decode("utf-8", "replace"), True
         self.last = last

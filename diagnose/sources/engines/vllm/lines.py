@@ -255,13 +255,7 @@ class VllmParser:
             self._worker_name(line, ev)
         if line.proc == "VllmWorkerProcess":
             self._v0_worker(line, ev)
-        row = {
-            "time": when, "source": line.source, "line": line.lineno,
-            "engine_idx": int(v[8]) if v[8] > 0 else 0,
-            "prompt_tps": v[9], "gen_tps": v[10], "running": v[11], "waiting": v[12], "swapped": None,
-        }
-        self._stats_row(row, () if v[13] < 0 else (("GPU KV cache usage", v[13]), ("Prefix cache hit rate", v[14])),
-                        False, line, ev, when)
+        self._stats_row(values_row(v, line.source, line.lineno, when), (), False, line, ev, when)
 
     def _stats_row(self, row: dict, items, swapped: bool, line: Line, ev: Evidence, when) -> None:
         for k, v in items:
@@ -509,6 +503,20 @@ class VllmParser:
         (DEAD, _dead), (SPEC_V1, _spec), (SPEC_COUNTS, _spec), (SPEC_V0, _spec), (PLATFORM, _platform),
         (GMU_STATED, _gmu_stated), (KV_PINNED, _kv_pinned), (FREE_MEM, _free_mem),
     ]
+
+
+_KV_COL, _HIT_COL = ITEM_COLUMNS["GPU KV cache usage"], ITEM_COLUMNS["Prefix cache hit rate"]
+
+
+def values_row(v, source: str, n: int, when) -> dict:
+    """The stats row of a line the C reader read (STATS_WIDTH values, -1 where absent), as
+    _stats makes it of the same line: its two items, when it has them, the KV usage and prefix hit."""
+    row = {"time": when, "source": source, "line": n, "engine_idx": int(v[8]) if v[8] > 0 else 0,
+           "prompt_tps": v[9], "gen_tps": v[10], "running": v[11], "waiting": v[12], "swapped": None}
+    if v[13] >= 0:
+        row[_KV_COL] = v[13]
+        row[_HIT_COL] = v[14]
+    return row
 
 
 def stats_line(source: str, n: int, text: str):
