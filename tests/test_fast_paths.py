@@ -458,3 +458,19 @@ def test_stats_lines_in_a_row_read_as_a_run_give_what_one_by_one_gives(tmp_path,
     assert taken == [6, 10, 6]
     for path in sorted((FIXTURES / "real").glob("*.log"))[::7]:
         assert _read_c(path, monkeypatch, 2) == _read_c(path, monkeypatch, 10 ** 9), path
+
+
+def test_no_launch_hint_fits_the_wording_of_a_stats_line_c_reads():
+    """loading._c_stats_run takes a stats line C read for no launch marker without asking
+    launches.marker: its message is scan.c's fixed words with numbers between them, and every
+    hint holds a word (letters) none of those words holds."""
+    import re
+
+    from diagnose.sources.launches import HINTS, marker
+    wording = ("Engine : Avg prompt throughput:  tokens/s, Avg generation throughput:  tokens/s, Running:  reqs, "
+               "Waiting:  reqs, GPU KV cache usage: %, Prefix cache hit rate: %")
+    for hint in HINTS:
+        assert any(w not in wording for w in re.findall(r"[A-Za-z_]+", hint)), hint
+    body = ("Engine 001: Avg prompt throughput: 10.5 tokens/s, Avg generation throughput: 54.7 tokens/s, "
+            "Running: 3 reqs, Waiting: 1 reqs, GPU KV cache usage: 0.2%, Prefix cache hit rate: 35.8%")
+    assert _c_values("INFO 11-20 09:04:07 [loggers.py:123] " + body) is not None and marker(body) is None

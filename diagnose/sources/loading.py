@@ -627,27 +627,29 @@ def _c_stats(st: _State, cov: Coverage, clock: Clock, n: int, text: str, v) -> b
 
 
 def _c_stats_run(st: _State, cov: Coverage, clock: Clock, run: StatsRun, big: bool, fmt_kw) -> int:
-    """The lines of `run` (stats lines C read, one after the other) read as _one would read each
-    with _c_stats, with what does not change from one to the next checked once: no region open
-    and no parser in a dump (a stats line opens neither), the launch piece and its parser. A line
-    the fast path declines (a launch marker, a JSON record's shape) goes to _one, and the run
-    stops there: what follows it may be read otherwise. Sets run.done and run.last_n; returns the
+    """The lines of `run` (stats lines C read, one after the other) read as _one reads each of them
+    (through _c_stats), what cannot change from one to the next checked once: no region open, no
+    parser in a dump (a stats line opens neither), the launch piece and its parser. What _one and
+    _c_stats check of a line that such a line cannot be, given the shape C read (tests/
+    test_fast_paths.py), is not checked: a JSON record (it opens with `(` or a level), a launch
+    marker (no launches.HINTS phrase fits its wording). Sets run.done and run.last_n; returns the
     lines with malformed values."""
     seg, base, rows, stats = run.seg, run.base, run.rows, run.stats
-    fd, buf, pread = seg.fd, seg.buf, os.pread
     src, piece = st.src, st.current[None]
     first = rows[0]
     if st.region is not None or any(p.followers and p.wants_more() for p in (st.piece, piece)):
+        # the first line as any other (the rest then come one by one)
         n = base + first[1] + 1
+        text = seg.text(first[2], first[3]).decode("utf-8", "replace")
         k = (first[4] - 1) * STATS_WIDTH
         run.done, run.last_n = 1, n
         try:
-            _one(st, cov, clock, n, seg.text(first[2], first[3]).decode("utf-8", "replace"),
-                 stats[k:k + STATS_WIDTH], big, fmt_kw)
+            _one(st, cov, clock, n, text, stats[k:k + STATS_WIDTH], big, fmt_kw)
         except LINE_ERRORS:
-            cov.line(n, None, seg.text(first[2], first[3]).decode("utf-8", "replace"))
+            cov.line(n, None, text)
             return 1
         return 0
+    fd, buf, pread = seg.fd, seg.buf, os.pread
     ev, saw = piece.ev, piece.saw
     p = piece.orders["vllm"][0]
     engine, procs = p.engine, p.procs_seen
@@ -655,21 +657,14 @@ def _c_stats_run(st: _State, cov: Coverage, clock: Clock, run: StatsRun, big: bo
     # the run's values as one list (its rows' values follow one another in `stats`)
     k0 = (first[4] - 1) * STATS_WIDTH
     vals = stats[k0:rows[-1][4] * STATS_WIDTH].tolist()
-    ns: list = []
-    n = 0
-    declined = None
+    st.piece = piece
+    ns = []
     for row in rows:
         n = base + row[1] + 1
         a, z = row[2], row[3]
         text = (buf[a:z] if fd is None else pread(fd, z - a, a)).decode("utf-8", "replace")
         k = (row[4] - 1) * STATS_WIDTH - k0
         v = vals[k:k + STATS_WIDTH]
-        # _one's JSON record shapes; c_stats_line's message: a launch marker is read otherwise
-        if (text[:1] == "{" or text[:2] == " {" or (text[:1] == "[" and text[-1:] == "}" and '] {"' in text[:40])
-                or marker(text[int(v[0]):]) is not None):
-            declined = (n, text, v)
-            break
-        st.piece = piece
         proc = None if v[3] < 0 else text[int(v[3]):int(v[3] + v[4])]
         if "v1_engine" in ev.facts and (proc is None or (proc in procs and proc != "VllmWorkerProcess")):
             # what feed_values does when the engine's kind is known and the process (if any)
@@ -684,21 +679,11 @@ def _c_stats_run(st: _State, cov: Coverage, clock: Clock, run: StatsRun, big: bo
             saw(n, when, text)
             p.feed_values(v, line, ev, when)
         ns.append(n)
-    if ns:
-        piece.engine_lines[engine] = piece.engine_lines.get(engine, 0) + len(ns)
-        if piece.first_engine is None:
-            piece.first_engine = ns[0]
-        cov.read_lines(engine, ns)
-    run.done, run.last_n = len(ns), n
-    if declined is None:
-        return 0
-    run.done += 1
-    n, text, v = declined
-    try:
-        _one(st, cov, clock, n, text, v, big, fmt_kw)
-    except LINE_ERRORS:
-        cov.line(n, None, text)
-        return 1
+    piece.engine_lines[engine] = piece.engine_lines.get(engine, 0) + len(ns)
+    if piece.first_engine is None:
+        piece.first_engine = ns[0]
+    cov.read_lines(engine, ns)
+    run.done, run.last_n = len(ns), ns[-1]
     return 0
 
 
