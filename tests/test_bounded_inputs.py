@@ -180,6 +180,43 @@ def test_rows_extended_at_once_are_what_one_append_each_gives():
                 assert sorted(a.order.values()) == sorted(b.order.values())
 
 
+def test_rows_copied_for_a_follow_pass_are_what_a_pickled_copy_is():
+    """rows_copied (a --follow pass's copy of its reading) copies Rows outside pickle: the same
+    rows and state as pickle's copy, the caps shared as in the original, and appending to the
+    copies gives what appending to pickle's copies gives while the originals stay as they were."""
+    import pickle
+    import random
+
+    from diagnose.evidence.model import Rows, _gpu_series, rows_copied
+    rng = random.Random(5)
+    for _ in range(100):
+        cap = rng.randint(1, 30)
+        a, b, lone = Rows(cap, _gpu_series), Rows(cap, _gpu_series), Rows(cap, _gpu_series)
+        a.share(b)
+        for t in range(rng.randint(0, 80)):
+            rng.choice((a, b, lone)).append({"time": t, "gpu": rng.randint(0, 2), "source": "x"})
+        state = {"launches": [a, lone], "held": b}      # `b` only through a's shared cap, as a folded launch's
+        before = pickle.dumps(state)
+        with rows_copied():
+            fast = pickle.loads(pickle.dumps(state))
+        plain = pickle.loads(pickle.dumps(state))
+        assert pickle.dumps(state) == before
+        fa, fl, fb = *fast["launches"], fast["held"]
+        assert fa.shared == [fa, fb] and fa.shared is fb.shared and fl.shared == [fl]
+        assert all(r is not s for r, s in zip(fa, a))
+        for t in range(100, 100 + rng.randint(0, 60)):
+            g = rng.randint(0, 2)
+            for rows in (fast, plain):
+                target = rows["launches"][t % 2] if t % 3 else rows["held"]
+                target.append({"time": t, "gpu": g, "source": "x"})
+        pa, pl, pb = *plain["launches"], plain["held"]
+        for x, y in ((fa, pa), (fl, pl), (fb, pb)):
+            assert list(x) == list(y) and x.stride == y.stride and x.dropped == y.dropped
+            assert x._pending == y._pending and x.seen == y.seen
+            assert sorted(x.order.values()) == sorted(y.order.values())
+        assert pickle.dumps(state) == before
+
+
 def test_a_long_stats_log_is_thinned_with_a_note(tmp_path, monkeypatch):
     """In-process with a small bound: the note says how many samples and which were kept."""
     from diagnose.evidence import model
