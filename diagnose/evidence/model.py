@@ -123,7 +123,7 @@ class Rows(list):
             self.shared = [self]
 
     def _used(self) -> int:
-        return len(self) if len(self.shared) == 1 else sum(len(r) for r in self.shared)
+        return len(self) if len(self.shared) == 1 else sum(map(len, self.shared))
 
     def append(self, row) -> None:
         if self.stride == 1 and self._used() < self.cap:
