@@ -73,9 +73,10 @@ def longest_run(flags: list) -> int:
     return best
 
 
-def summary(xs: list) -> dict:
-    """mean, std, n, p50, p95 of known values: what a later run's comparison reads."""
-    s = sorted(xs)
+def summary(xs: list, ordered: list | None = None) -> dict:
+    """mean, std, n, p50, p95 of known values: what a later run's comparison reads. `ordered`:
+    xs sorted already, where the caller has it."""
+    s = sorted(xs) if ordered is None else ordered
     return {"mean": round(statistics.fmean(xs), 3), "std": round(stdev(xs) or 0.0, 3),
             "n": len(xs), "p50": round(ranked(s, 0.5), 3), "p95": round(ranked(s, 0.95), 3)}
 
