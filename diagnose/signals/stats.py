@@ -6,6 +6,7 @@ import re
 import statistics
 from collections import Counter
 from fractions import Fraction
+from itertools import groupby
 
 
 def known(xs) -> list:
@@ -66,11 +67,8 @@ def share(flags: list) -> float:
 
 
 def longest_run(flags: list) -> int:
-    best = cur = 0
-    for f in flags:
-        cur = cur + 1 if f else 0
-        best = max(best, cur)
-    return best
+    """The most consecutive true flags."""
+    return max((len(list(run)) for f, run in groupby(flags, key=bool) if f), default=0)
 
 
 def summary(xs: list, ordered: list | None = None) -> dict:
