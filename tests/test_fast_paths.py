@@ -330,6 +330,68 @@ def test_stdev_from_integer_sums_is_the_librarys_float():
     assert stdev([1.0]) is None
 
 
+def test_stats_columns_kept_whole_only_where_testing_each_value_gives_the_same():
+    """Evidence.stats_columns keeps a column of None and finite floats as it is (checked in C):
+    the same as testing each value, whatever else a column holds (NaN, infinities, a sum that
+    overflows, ints, bools, text, a float subclass)."""
+    import math
+
+    from diagnose.evidence.model import Evidence, _finite
+
+    class F(float):
+        pass
+
+    def one_by_one(xs):
+        return [x if x is None or (x.__class__ is float and math.isfinite(x)) else _finite(x) for x in xs]
+
+    odd = [float("nan"), float("inf"), -float("inf"), 1e308, -1e308, 3, True, "2.5", "x", F(1.5), 0.0, -0.0]
+    rng = random.Random(5)
+    for trial in range(500):
+        xs = [rng.choice([None, 0.0, 1.5, rng.uniform(-1e6, 1e6)]) for _ in range(rng.randint(1, 30))]
+        if trial % 2:
+            xs[rng.randrange(len(xs))] = rng.choice(odd)
+        ev = Evidence()
+        for x in xs:
+            ev.add_stats({"running": x})
+        got = ev.stats_columns()["running"]
+        want = one_by_one(xs)
+        assert [(type(x), x) for x in got] == [(type(x), x) for x in want], xs
+
+
+def test_longest_run_and_the_median_step_are_the_plain_loops_figures():
+    """signals.stats.longest_run and the sustained tables' one-sample span (sorted in C) give what
+    a loop over the samples gives, times missing and clocks stepping back included."""
+    from datetime import datetime, timedelta
+
+    from diagnose.ruleset.sustained import _interval
+    from diagnose.signals.stats import longest_run
+
+    def longest(flags):
+        best = cur = 0
+        for f in flags:
+            cur = cur + 1 if f else 0
+            best = max(best, cur)
+        return best
+
+    def median_step(times):
+        steps = sorted((b - a).total_seconds() for a, b in zip(times, times[1:])
+                       if a is not None and b is not None and b > a)
+        return steps[len(steps) // 2] if steps else 0.0
+
+    rng = random.Random(9)
+    t0 = datetime(2026, 1, 1)
+    assert longest_run([]) == 0 and _interval([]) == 0.0 and _interval([t0]) == 0.0
+    for trial in range(1000):
+        n = rng.randint(1, 40)
+        flags = [rng.choice([True, False, 0, 1, 2, None]) for _ in range(n)]
+        assert longest_run(flags) == longest(flags), flags
+        times, t = [], t0
+        for _ in range(n):
+            t += timedelta(microseconds=rng.choice([0, 1, 10**6, 10**7, 1234567, -10**7]))
+            times.append(None if trial % 3 == 0 and rng.random() < 0.2 else t)
+        assert _interval(times) == median_step(times), times
+
+
 def _c_values(text: str):
     """What scan.c's dg_stats_line reads of a line (None: it leaves the line to Python)."""
     import ctypes

@@ -29,6 +29,15 @@ def _finite(x) -> float | None:
     return f if math.isfinite(f) else None
 
 
+_NONE_OR_FLOAT = {type(None), float}
+
+
+def _finite_floats(col: list) -> bool:
+    """Whether every value is None or a finite float (as parsers give them): a column that
+    stats_columns keeps as it is. Checked in C, not value by value: a NaN or an infinity makes the
+    sum NaN or infinite (so does an overflow of finite values, which then only takes the long way)."""
+    return set(map(type, col)) <= _NONE_OR_FLOAT and math.isfinite(sum(filter(None, col)))
+
 # Engine stats columns, by kind: f number, i integer, b boolean, s text, t time.
 STATS_COLUMNS = {
     "time": "t", "source": "s", "line": "i", "engine_idx": "i",
@@ -403,9 +412,10 @@ class Evidence:
         for k, kind in STATS_COLUMNS.items():
             if k not in present:
                 cols[k] = [None] * len(rows)
-            elif kind == "f":     # parsers give floats: test those inline, convert the rest
-                cols[k] = [x if x is None or (x.__class__ is float and -_INF < x < _INF) else _finite(x)
-                           for x in [r.get(k) for r in rows]]
+            elif kind == "f":     # parsers give floats: most columns are kept as they are, else each
+                col = [r.get(k) for r in rows]      # value tested inline, the rest converted
+                cols[k] = col if _finite_floats(col) else [
+                    x if x is None or (x.__class__ is float and -_INF < x < _INF) else _finite(x) for x in col]
             elif kind == "b":
                 cols[k] = [None if x is None else bool(x) for x in [r.get(k) for r in rows]]
             else:

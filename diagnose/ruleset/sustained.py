@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import itertools
 import re
+from bisect import bisect_right
+from datetime import timedelta
+from operator import sub
 
 from ..values import is_unknown
 from .expr import evaluate, names_of
@@ -27,6 +30,7 @@ NAMES = ("sustained", "sustained_samples", "sustained_seconds", "sustained_share
 COLUMNS = ("prompt_tps", "gen_tps", "running", "waiting", "swapped", "kv_usage", "prefix_hit", "kv_spread",
            "preemptions", "kv_tokens_used", "prompt_len", "ctx_tokens", "paused", "ttft_p50", "ttft_p95",
            "ttft_p99", "itl_p50", "itl_p95", "itl_p99", "rank_running_max", "rank_running_mean")
+_NO_STEP = timedelta(0)
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)$")
 
 
@@ -119,6 +123,12 @@ def _longest(flags: list) -> tuple[int, int]:
 
 
 def _interval(times: list) -> float:
-    """One sample's span (the median step): a run of one sample lasted that long, not zero."""
-    steps = sorted((b - a).total_seconds() for a, b in zip(times, times[1:]) if a is not None and b is not None and b > a)
-    return steps[len(steps) // 2] if steps else 0.0
+    """One sample's span (the median step forward): a run of one sample lasted that long, not zero.
+    The steps are sorted as timedeltas, in C, and only the median one made seconds (total_seconds
+    keeps the order: the same median)."""
+    try:
+        steps = sorted(map(sub, times[1:], times))
+    except TypeError:       # a sample without a time: the steps between timed neighbours
+        steps = sorted(b - a for a, b in zip(times, times[1:]) if a is not None and b is not None and b > a)
+    steps = steps[bisect_right(steps, _NO_STEP):]       # forward steps only
+    return steps[len(steps) // 2].total_seconds() if steps else 0.0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from operator import itemgetter
 
@@ -44,6 +44,22 @@ class Window:
     st: dict
     height: int
     timed: bool
+    # A column's known values, and sorted, made once: the producers read the same columns again
+    # and again (a day's window is tens of thousands of samples).
+    _known: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _ordered: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def known(self, col: str) -> list:
+        """The column's values without the unknowns (the caller must not change the list)."""
+        if col not in self._known:
+            self._known[col] = known(self.st[col])
+        return self._known[col]
+
+    def ordered(self, col: str) -> list:
+        """known(col) sorted: one sort serves every quantile of a column."""
+        if col not in self._ordered:
+            self._ordered[col] = sorted(self.known(col))
+        return self._ordered[col]
 
 
 def runtime(ev: Evidence, s) -> None:
@@ -255,12 +271,11 @@ def levels(ev: Evidence, s, w: Window) -> None:
     v, st = s.values, w.st
 
     def stat(col, fn):
-        x = known(st[col])
+        x = w.known(col)
         return round(float(fn(x)), 3) if x else None
 
     for col in LEVEL_COLUMNS:
-        x = known(st[col])
-        ordered = sorted(x)     # one sort for both quantiles
+        x, ordered = w.known(col), w.ordered(col)
         v[f"{col}_mean"] = round(float(statistics.fmean(x)), 3) if x else None
         v[f"{col}_max"] = round(float(max(x)), 3) if x else None
         v[f"{col}_p50"] = round(float(ranked(ordered, 0.5)), 3) if x else None
@@ -277,7 +292,7 @@ def latency(ev: Evidence, s, w: Window) -> None:
     """Latency quantiles (Prometheus histograms): the window's typical value, and how ITL follows load."""
     v, st = s.values, w.st
     for col in LATENCY_COLUMNS:
-        x = known(st[col])
+        x = w.known(col)
         if x:
             v[f"{col}_s"] = round(statistics.fmean(x), 4)
             v[f"{col}_max_s"] = round(max(x), 4)
@@ -323,7 +338,7 @@ def window_totals(ev: Evidence, s, w: Window) -> None:
     if got:
         v["prefix_hit_window"] = round(got[0], 1)
         s.key_stats["prefix_cache_hit_window"] = {"value": round(got[0], 1), "over": "the whole window (counter increase)"}
-    spread = known(w.st["kv_spread"])
+    spread = w.known("kv_spread")
     if spread:
         v["kv_spread_max"] = round(max(spread), 1)
         v["kv_spread_mean"] = round(statistics.fmean(spread), 1)
@@ -336,9 +351,9 @@ def _comparable(s, w: Window) -> None:
                       ("kv_cache_usage_spread", "kv_spread"), ("prefix_cache_hit", "prefix_hit"),
                       ("prompt_tokens_per_request", "prompt_len"),
                       ("ttft_p50", "ttft_p50"), ("ttft_p99", "ttft_p99"), ("itl_p50", "itl_p50")):
-        x = known(w.st[col])
+        x = w.known(col)
         if x:
-            s.key_stats[name] = summary(x)
+            s.key_stats[name] = summary(x, w.ordered(col))
 
 
 @produces("context_tokens_per_request", "context_tokens_per_request_p95", "sequences_fit_p95",
@@ -364,23 +379,23 @@ def load_shape(ev: Evidence, s, w: Window) -> None:
         v["context_tokens_per_request_p95"] = round(quantile(held, 0.95))
         if v["context_tokens_per_request_p95"] > 0:
             v["sequences_fit_p95"] = round(kvt / v["context_tokens_per_request_p95"], 1)
-    prompt_len = known(st["prompt_len"])
+    prompt_len = w.known("prompt_len")
     if prompt_len and v.get("prompt_tokens_per_request") is None:     # the window's own total wins
         v["prompt_tokens_per_request"] = round(statistics.fmean(prompt_len))
-    graph = known(st["graph"])
+    graph = w.known("graph")
     if graph:
         v["decode_graph_off_share"] = round(1 - share(graph), 3)
     cgm = v.get("cuda_graph_max_size")
-    rank_run = known(st["rank_running_max"])     # caps and graph sizes are per engine
+    rank_run = w.known("rank_running_max")     # caps and graph sizes are per engine
     if cgm and rank_run:
         v["running_over_graph_share"] = round(share([x > cgm for x in rank_run]), 3)
-    if known(st["running"]):
+    if w.known("running"):
         v["offered_concurrency_max"] = round(max((r or 0.0) + (q or 0.0) for r, q in zip(st["running"], st["waiting"])), 1)
-    if known(st["prompt_tps"]) and known(st["gen_tps"]):
+    if w.known("prompt_tps") and w.known("gen_tps"):
         both = [(p, g) for p, g in zip(st["prompt_tps"], st["gen_tps"]) if p is not None and g is not None]
         tot = sum(p + g for p, g in both)
         v["prompt_share"] = round(sum(p for p, _ in both) / tot, 3) if tot else None
-    waiting = known(st["waiting"])
+    waiting = w.known("waiting")
     if waiting:
         v["waiting_nonzero_share"] = round(share([x > 0 for x in waiting]), 3)
         v["waiting_run_max"] = longest_run([x is not None and x >= 1 for x in st["waiting"]])
@@ -419,11 +434,11 @@ def scaling(ev: Evidence, s, w: Window) -> None:
     mixed = [g / r for g, r in zip(st["gen_tps"], st["running"]) if g and r and r > 0]
     if pure or mixed:
         v["decode_tps_per_sequence"] = round(quantile(pure or mixed, 0.9), 2)
-    run = known(st["running"])
+    run = w.known("running")
     rmax = v["running_max"] or 0
     v["running_plateau_share"] = round(share([x >= rmax * 0.95 for x in run]), 3) if rmax else None
     cap = v.get("max_num_seqs_per_engine") or v.get("max_num_seqs")
-    rank_run = known(st["rank_running_max"])
+    rank_run = w.known("rank_running_max")
     floor = cap_floor(cap) if cap and rank_run else None
     v["running_at_cap_share"] = round(share([x >= floor for x in rank_run]), 3) if cap and rank_run else None
     km = v["kv_usage_mean"]
@@ -440,7 +455,7 @@ def queue_trend(ev: Evidence, s, w: Window) -> None:
     as a queue can grow in steps that a line fits badly (a burst: waiting rises as KV fills and
     running falls), the window's first and last thirds, and TTFT's where the input has it."""
     v, st, height = s.values, w.st, w.height
-    waiting = known(st["waiting"])
+    waiting = w.known("waiting")
     if height < 6 or len(waiting) != height:
         return
     t = st["time"]
@@ -466,7 +481,7 @@ def queue_trend(ev: Evidence, s, w: Window) -> None:
 def _provenance(ev: Evidence, s, w: Window) -> None:
     """Where each runtime figure came from, for the findings' evidence."""
     v, st = s.values, w.st
-    lines = known(st["line"])
+    lines = w.known("line")
     first_line, last_line = (min(lines), max(lines)) if lines else (None, None)
     src = st["source"][0]
 

@@ -6,6 +6,7 @@ import re
 import statistics
 from collections import Counter
 from fractions import Fraction
+from itertools import groupby
 
 
 def known(xs) -> list:
@@ -66,16 +67,14 @@ def share(flags: list) -> float:
 
 
 def longest_run(flags: list) -> int:
-    best = cur = 0
-    for f in flags:
-        cur = cur + 1 if f else 0
-        best = max(best, cur)
-    return best
+    """The most consecutive true flags."""
+    return max((len(list(run)) for f, run in groupby(flags, key=bool) if f), default=0)
 
 
-def summary(xs: list) -> dict:
-    """mean, std, n, p50, p95 of known values: what a later run's comparison reads."""
-    s = sorted(xs)
+def summary(xs: list, ordered: list | None = None) -> dict:
+    """mean, std, n, p50, p95 of known values: what a later run's comparison reads. `ordered`:
+    xs sorted already, where the caller has it."""
+    s = sorted(xs) if ordered is None else ordered
     return {"mean": round(statistics.fmean(xs), 3), "std": round(stdev(xs) or 0.0, 3),
             "n": len(xs), "p50": round(ranked(s, 0.5), 3), "p95": round(ranked(s, 0.95), 3)}
 
