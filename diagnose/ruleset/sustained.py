@@ -18,6 +18,7 @@ import itertools
 import re
 
 from ..values import is_unknown
+from ..lazyre import lazy
 from .expr import evaluate, names_of
 
 # The names a rule's expressions get from its `[sustained]` table.
@@ -27,7 +28,8 @@ NAMES = ("sustained", "sustained_samples", "sustained_seconds", "sustained_share
 COLUMNS = ("prompt_tps", "gen_tps", "running", "waiting", "swapped", "kv_usage", "prefix_hit", "kv_spread",
            "preemptions", "kv_tokens_used", "prompt_len", "ctx_tokens", "paused", "ttft_p50", "ttft_p95",
            "ttft_p99", "itl_p50", "itl_p95", "itl_p99", "rank_running_max", "rank_running_mean")
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)$")
+# lazy: read when rules are loaded anew, not from the loaded-rules cache
+_DURATION = lazy(r"^(\d+(?:\.\d+)?)(s|m|h)$")
 
 
 def parse_for(x) -> tuple[int | None, float | None]:
