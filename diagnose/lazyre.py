@@ -6,7 +6,8 @@ are only ever tried on the lines that hold their literal text (an OOM wording, a
 line, an e-mail address), and a log that has none of them never needs them compiled. A lazy
 pattern compiles on the first use of anything beyond its `pattern`, then answers through the
 compiled pattern's own methods (kept on the object: ~0.1 µs a call more than a compiled one, so
-it is for the patterns that are not tried on every line).
+it is for the patterns that are not tried on every line). `pattern` may also be a function that
+makes it, for a pattern whose text is itself costly to build: called at the first use too.
 """
 from __future__ import annotations
 
@@ -19,7 +20,10 @@ _TAKEN = ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", 
 
 class LazyPattern:
     def __init__(self, pattern, flags: int = 0) -> None:
-        self.pattern = pattern
+        if callable(pattern):
+            self._build = pattern
+        else:
+            self.pattern = pattern
         self._flags = flags
 
     def compiled(self) -> re.Pattern:
@@ -27,7 +31,10 @@ class LazyPattern:
 
     def __getattr__(self, name: str):
         # Only for what the object does not hold yet: the first use compiles and keeps it all.
-        if name.startswith("__") or name in ("pattern", "_flags"):
+        if name == "pattern" and "_build" in self.__dict__:
+            self.pattern = self._build()
+            return self.pattern
+        if name.startswith("__") or name in ("pattern", "_flags", "_build"):
             raise AttributeError(name)
         rx = self.compiled()
         for n in _TAKEN:

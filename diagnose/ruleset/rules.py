@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..cachedir import cache_dir, read_back, write_whole
+from ..lazyre import lazy
 from ..tomlcache import parsed as _parsed
 from ..sources.engines import NAMES
 from .expr import ExprError, compile_expr
@@ -30,7 +31,7 @@ RETIRED_IDS = {"warmup-in-window": "start-up exclusion is stated on the verdict'
 DOC_SECTIONS = ("what", "why", "evidence", "fix", "fix_risk", "false_positives", "references")
 # `{expr}` in texts is evaluated; `{{` and `}}` are literal braces.
 TEMPLATE = re.compile(r"(?<!\{)\{([^{}]+)\}(?!\})")
-ID_RX = re.compile(r"^[a-z][a-z0-9-]*$")
+ID_RX = lazy(r"^[a-z][a-z0-9-]*$")      # lazy: for rules loaded anew, not from the cache
 
 
 # Every key a rule file may hold, at the top and inside its tables: a misspelt one is an error

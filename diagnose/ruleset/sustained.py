@@ -21,6 +21,7 @@ from datetime import timedelta
 from operator import sub
 
 from ..values import is_unknown
+from ..lazyre import lazy
 from .expr import evaluate, names_of
 
 # The names a rule's expressions get from its `[sustained]` table.
@@ -31,7 +32,8 @@ COLUMNS = ("prompt_tps", "gen_tps", "running", "waiting", "swapped", "kv_usage",
            "preemptions", "kv_tokens_used", "prompt_len", "ctx_tokens", "paused", "ttft_p50", "ttft_p95",
            "ttft_p99", "itl_p50", "itl_p95", "itl_p99", "rank_running_max", "rank_running_mean")
 _NO_STEP = timedelta(0)
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)$")
+# lazy: read when rules are loaded anew, not from the loaded-rules cache
+_DURATION = lazy(r"^(\d+(?:\.\d+)?)(s|m|h)$")
 
 
 def parse_for(x) -> tuple[int | None, float | None]:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from ..lazyre import LazyPattern
+
 try:                                    # the parser re compiles with (3.11+: re._parser)
     from re import _parser as _sre
     from re import _constants as _c
@@ -71,7 +73,9 @@ class KeptNeedles:
             return _needles(rx)
         if self.entries is None:
             self.entries = self._load()
-        key = f"{rx.flags}:{rx.pattern}"
+        # A lazy pattern by the flags it was given (its compiled flags would compile it), in an
+        # entry of its own (its literal start counts: _needles).
+        key = f"lazy:{rx._flags}:{rx.pattern}" if isinstance(rx, LazyPattern) else f"{rx.flags}:{rx.pattern}"
         hit = self.entries.get(key, self)
         if hit is None or (isinstance(hit, list) and all(isinstance(x, str) for x in hit)):
             return tuple(hit) if hit is not None else None
@@ -101,8 +105,10 @@ def _needles(rx: re.Pattern):
         return None
     try:
         parsed = _sre.parse(rx.pattern, rx.flags)
-        # A pattern that opens with a literal is scanned for it by re itself, as fast as `in`.
-        if len(parsed) >= MIN_NEEDLE and all(op is _c.LITERAL for op, _ in list(parsed)[:MIN_NEEDLE]):
+        # A pattern that opens with a literal is scanned for it by re itself, as fast as `in`; but
+        # a lazy one (lazyre.py) is not compiled until a line holds that literal.
+        if (not isinstance(rx, LazyPattern) and len(parsed) >= MIN_NEEDLE
+                and all(op is _c.LITERAL for op, _ in list(parsed)[:MIN_NEEDLE])):
             return None
         found = _seq(parsed)
     except Exception:           # an unfamiliar construct: no filter, never a wrong one

@@ -10,13 +10,14 @@ from ..readers.files import Input, InputError
 from ...lazyre import lazy
 
 MAX_BYTES = 16 * 1024 * 1024     # parsed whole: a JSON document takes ~7 times its size in memory
+# (TOML_HEADER and LOG_LEVEL_KEY are lazy: a log's head seldom reaches them.)
 # `key = value` with spaces, as TOML is written; logfmt (`time="…" level=info`) has none.
-TOML_HEADER = re.compile(rb"^\[\[?\s*[\w\"'-]+(?:\s*\.\s*[\w\"'/. -]+)*\s*\]\]?\s*(?:#.*)?\r?$")
+TOML_HEADER = lazy(rb"^\[\[?\s*[\w\"'-]+(?:\s*\.\s*[\w\"'/. -]+)*\s*\]\]?\s*(?:#.*)?\r?$")
 TOML_LINE = re.compile(rb"^\s*(?:\[[^\]]+\]|[\w.\"'-]+ = \S.*)\s*$")
 YAML_LINE = re.compile(rb"^\s*(?:-\s+)?[\"']?[\w.\-/]+[\"']?\s*:(?:\s|$)")
 # `INFO:     10.0.0.1:5000 - "POST …` (uvicorn's access lines) has YAML's shape: a log level as the
 # key is a log line, so a log whose first lines are all access lines stays a log.
-LOG_LEVEL_KEY = re.compile(rb"^\s*(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|TRACE):")
+LOG_LEVEL_KEY = lazy(rb"^\s*(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|TRACE):")
 TRT_HINTS = ("kv_cache_config", "tensorrt_llm", "enable_chunked_context", "scheduler_config",
              "cuda_graph_config", "free_gpu_memory_fraction", "max_num_tokens", "tokens_per_block",
              "use_paged_kv_cache", "print_iter_log", "enable_iter_perf_stats", "backend")

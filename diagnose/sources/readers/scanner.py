@@ -24,6 +24,7 @@ from operator import add, methodcaller, sub
 from zlib import adler32, crc32
 
 from ...evidence.model import EVENT_KEEP
+from ...lazyre import lazy
 from ..engines.common import ACCESS_BYTES, PROBE_PATHS, REQUEST_BYTES, head_key, prompt_head
 from ..engines import ENGINES
 from ..formats import KEYWORDS as FORMAT_KEYWORDS
@@ -75,16 +76,19 @@ def _any_of(words: list[bytes]) -> bytes:
     return branch(trie)
 
 
-_KW = re.compile(_any_of([k.encode() for k in GREP_KEYWORDS]))
+# Built and compiled at its first use (~2 + 3 ms): where the C reader is built, it flags a small
+# log's keyword lines, and this is only needed by a big log's tally or without the library.
+_KW = lazy(lambda: _any_of([k.encode() for k in GREP_KEYWORDS]))
 PROBE_BYTES = tuple(p.encode() for p in PROBE_PATHS)
-_ODD = re.compile(rb"[\x00-\x08\x0e-\x1f\x80-\xff]")
+# The tally's patterns, lazy too: a small log is read without them.
+_ODD = lazy(rb"[\x00-\x08\x0e-\x1f\x80-\xff]")
 _RECEIVED = b"] Received request"
 # A line's first request or access match, taken on to the line's end: one match per line, ending
 # at its newline.
-_REQUEST_LINE = re.compile(REQUEST_BYTES.pattern + rb"[^\n]*")
+_REQUEST_LINE = lazy(REQUEST_BYTES.pattern + rb"[^\n]*")
 # (`tail`: path to status, one bytes object to count by)
 assert ACCESS_BYTES.pattern.endswith(rb"(?P<status>\d{3})")
-_ACCESS_LINE = re.compile(ACCESS_BYTES.pattern.replace(b"(?P<path>", b"(?P<tail>(?P<path>", 1) + rb")[^\n]*")
+_ACCESS_LINE = lazy(ACCESS_BYTES.pattern.replace(b"(?P<path>", b"(?P<tail>(?P<path>", 1) + rb")[^\n]*")
 _END = re.Match.end
 # Where a prompt head ends (engines.common.prompt_head): the first of its two ends after it, by
 # quote; looked for in the 256 bytes a head may take and as far past them as the longer end reaches.
@@ -434,10 +438,10 @@ def _segment_lines(block: bytes, keep: int, tally: bool, keywords, bad) -> Segme
         seg.bad = len(bad)
         seg.bad_lines = bad
     rows = seg.rows
-    kw = keywords.search
     a = 0           # where the line at hand starts in the block
     if not tally:
         flags = _flags(block, len(lines)) if keywords is _KW else None
+        kw = keywords.search if flags is None else None
         for i, raw in enumerate(lines):
             z = a + len(raw)
             if (flags[i] if flags is not None else kw(raw)) and not (bad and i + 1 in bad):
@@ -451,6 +455,7 @@ def _segment_lines(block: bytes, keep: int, tally: bool, keywords, bad) -> Segme
     is_request, is_access = REQUEST_BYTES.search, ACCESS_BYTES.search
     # Where an access line holds a control or non-ASCII byte, Python's classes (\S, \w, \d over
     # text) may read it otherwise than this bytes pattern: the parsers decide, as in scan.c.
+    kw = keywords.search
     unsure = None if block.isascii() and not _ODD.search(block) else _ODD.search
     for i, raw in enumerate(lines):
         z = a + len(raw)

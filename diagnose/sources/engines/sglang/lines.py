@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from ....evidence.model import Evidence
+from ....lazyre import lazy
 from .. import kv
 from ..kv import excerpt
 from ....redact import redact
@@ -15,7 +16,7 @@ from ...literals import search
 from ...readers.lineprefix import Line, _dt, peel, visible
 from .header import HEADER
 
-SERVER_ARGS = re.compile(r"(?:server_args=)?`?ServerArgs\((?P<body>.*)$|server_args(?:=|: )(?P<dict>\{.*)$")
+SERVER_ARGS = lazy(r"(?:server_args=)?`?ServerArgs\((?P<body>.*)$|server_args(?:=|: )(?P<dict>\{.*)$")
 BATCH = re.compile(r"^(?:(?P<kind>Prefill|Decode) batch(?:\(mixed[^)]*\))?(?: ?\[\d+\])?[.,] |(?P<old>new fill batch\. )|(?=#running-req: ))")
 # Key lengths bounded ({0,80}): unbounded, a long batch line without `: ` took quadratic time
 # (a 300 KB damaged line: minutes).
@@ -24,34 +25,34 @@ OLD_ITEM = re.compile(r"#(?P<k>\w+): (?P<v>[\d.]+)%?")
 # Three lazy `.*?` around optional groups backtracked cubically when `avail mem=` was missing (a
 # 2 KB line: 16 s, 8 KB: 12 min); the lookahead fails such a line at once. The optional groups,
 # each tried before skipped, now also capture type= and dtype= (lazily skipped, they never did).
-LOAD_QUANT = re.compile(r"\bquant=(\w+)")
-LOAD_END = re.compile(r"Load weight end\.(?=.*?avail mem=[\d.]+ GB)(?:.*?\btype=(?P<type>\w+))?(?:.*?dtype=torch\.(?P<dtype>\w+))?"
-                      r".*?avail mem=(?P<avail>[\d.]+) GB(?:, mem usage=(?P<usage>[\d.]+) GB)?")
-LOAD_BEGIN = re.compile(r"Load weight begin\. avail mem=(?P<avail>[\d.]+) GB")
-KV_ALLOC = re.compile(r"KV Cache is allocated\..*?#tokens: (?P<n>\d+)(?:, K size: (?P<k>[\d.]+) GB, V size: (?P<v>[\d.]+) GB|, KV size: (?P<kv>[\d.]+) GB)?")
-KV_DTYPE = re.compile(r"Using KV cache dtype: (?:torch\.)?(?P<d>\w+)")
-MAX_TOTAL = re.compile(r"max_total_num_tokens=(?P<n>\d+)(?P<rest>.*)")
-GRAPH_BS = re.compile(r"Capture cuda graph bs \[(?P<bs>[\d, ]+)\]")
-GRAPH_END = re.compile(r"Capture cuda graph end\. Time elapsed: (?P<s>[\d.]+) s")
-READY = re.compile(r"The server is fired up and ready to roll")
-RETRACT = re.compile(r"(?:[Dd]ecode out of memory happened|KV cache pool is full\. Retract requests)[.,] #retracted_reqs: (?P<n>\d+)")
+LOAD_QUANT = lazy(r"\bquant=(\w+)")
+LOAD_END = lazy(r"Load weight end\.(?=.*?avail mem=[\d.]+ GB)(?:.*?\btype=(?P<type>\w+))?(?:.*?dtype=torch\.(?P<dtype>\w+))?"
+                r".*?avail mem=(?P<avail>[\d.]+) GB(?:, mem usage=(?P<usage>[\d.]+) GB)?")
+LOAD_BEGIN = lazy(r"Load weight begin\. avail mem=(?P<avail>[\d.]+) GB")
+KV_ALLOC = lazy(r"KV Cache is allocated\..*?#tokens: (?P<n>\d+)(?:, K size: (?P<k>[\d.]+) GB, V size: (?P<v>[\d.]+) GB|, KV size: (?P<kv>[\d.]+) GB)?")
+KV_DTYPE = lazy(r"Using KV cache dtype: (?:torch\.)?(?P<d>\w+)")
+MAX_TOTAL = lazy(r"max_total_num_tokens=(?P<n>\d+)(?P<rest>.*)")
+GRAPH_BS = lazy(r"Capture cuda graph bs \[(?P<bs>[\d, ]+)\]")
+GRAPH_END = lazy(r"Capture cuda graph end\. Time elapsed: (?P<s>[\d.]+) s")
+READY = lazy(r"The server is fired up and ready to roll")
+RETRACT = lazy(r"(?:[Dd]ecode out of memory happened|KV cache pool is full\. Retract requests)[.,] #retracted_reqs: (?P<n>\d+)")
 # The KV token pool ran out (not a CUDA allocation failure): SGLang asks for a smaller batch.
-POOL_OOM = re.compile(r"(?:(?:Prefill|Decode) o|^O|: O)ut of memory\. Try to lower your batch size")
+POOL_OOM = lazy(r"(?:(?:Prefill|Decode) o|^O|: O)ut of memory\. Try to lower your batch size")
 # Fewer decode lines than this in a file: its prefill lines count as samples too.
 PREFILL_AS_SAMPLES_BELOW = 6
 # SGLang turns graphs off itself for some backends ("… because of using torch native attention backend").
 # Greedy, stripped in the parser: a lazy `.+?` before `\.?\s*$` retried the tail at every
 # character, quadratic on a long line of spaces.
-GRAPH_OFF = re.compile(r"Cuda graph is disabled because of using (?P<why>.*\S)")
-NOT_ENOUGH = re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static")
+GRAPH_OFF = lazy(r"Cuda graph is disabled because of using (?P<why>.*\S)")
+NOT_ENOUGH = lazy(r"Not enough memory\. Please try to increase --mem-fraction-static")
 # The HTTP server's watchdog: the scheduler or detokenizer stopped answering (a hang). Once is a
 # stall; twice or more with no batch after the first, and the engine is gone (parser's finish).
-HEALTH_FAIL = re.compile(r"Health check failed\. Server couldn't get a response from (?P<who>\w+)")
+HEALTH_FAIL = lazy(r"Health check failed\. Server couldn't get a response from (?P<who>\w+)")
 # The version as a container banner (NGC's SGLang image) or `python -m sglang.version` prints it.
-VERSION = re.compile(r"^SGLang [Vv]ersion:? v?(?P<v>\d+\.\d[\w.+\-]*)")
-CRASH = re.compile(r"Scheduler hit an exception|Received sigquit from a child process|SIGQUIT received\. .*child failed|TpModelWorkerClient hit an exception|Exception in run_scheduler_process|detokenizer.*hit an exception")
-CMDLINE = re.compile(r"sglang\.launch_server\b(?P<args>.*)$")
-NCCL_VER = re.compile(r"sglang is using nccl==(?P<v>[\d.]+)")
+VERSION = lazy(r"^SGLang [Vv]ersion:? v?(?P<v>\d+\.\d[\w.+\-]*)")
+CRASH = lazy(r"Scheduler hit an exception|Received sigquit from a child process|SIGQUIT received\. .*child failed|TpModelWorkerClient hit an exception|Exception in run_scheduler_process|detokenizer.*hit an exception")
+CMDLINE = lazy(r"sglang\.launch_server\b(?P<args>.*)$")
+NCCL_VER = lazy(r"sglang is using nccl==(?P<v>[\d.]+)")
 MID_HEADER = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z][A-Z_]*\d+)*\] ")
 
 # A batch line in its plainest shape, read whole (loading's fast path: a busy server writes one
@@ -386,6 +387,7 @@ class SglangParser:
     def _nccl(self, m, line, ev, when):
         ev.set_fact("nccl_version", m.group("v"), line.source, line.lineno, line.raw)
 
+    # Lazy patterns, as vLLM's table (vllm/lines.py): compiled only where a log has their lines.
     _simple = [
         (LOAD_END, _load_end), (LOAD_BEGIN, _load_begin), (KV_ALLOC, _kv_alloc), (KV_DTYPE, _kv_dtype),
         (MAX_TOTAL, _max_total), (GRAPH_BS, _graph_bs), (GRAPH_END, _graph_end), (READY, _ready),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from ....evidence.model import Evidence
+from ....lazyre import lazy
 from ....redact import redact
 from .. import kv
 from ..kv import excerpt
@@ -15,14 +16,14 @@ from ...memo import MISS, Memo
 from ...readers.lineprefix import Line, visible
 from .header import HEADER
 
-STATS = re.compile(
+STATS = lazy(
     r"^(?:Engine (?P<eng>\d+): |(?P<agg>\d+) Engines Aggregated: )?"
     r"Avg prompt throughput: (?P<ptps>[\d.]+) tokens/s, Avg generation throughput: (?P<gtps>[\d.]+) tokens/s, "
     r"Running: (?P<run>\d+) reqs?, (?:Swapped: (?P<swap>\d+) reqs?, Pending: (?P<pend>\d+) reqs?|Waiting: (?P<wait>\d+) reqs?)"
     r"(?P<rest>.*)$"
 )
 # Key length bounded: `[\w ]*?` unbounded made a long stats-line tail without `: ` quadratic.
-REST_ITEM = re.compile(r"(?<!\w)(?P<k>[A-Za-z][\w ]{0,80}?): (?P<v>[\d.]+)\s*(?:%|reqs?)?")
+REST_ITEM = lazy(r"(?<!\w)(?P<k>[A-Za-z][\w ]{0,80}?): (?P<v>[\d.]+)\s*(?:%|reqs?)?")
 # What comes before a stats message in its plainest shape (loading's fast path: a busy server
 # writes a stats line every 10 s per engine): at most one `(Name pid=N[, ip=A]) ` prefix, then
 # vLLM's own header. Of such a line the prefix peeler gives what these groups give, and of a
@@ -40,45 +41,45 @@ STATS_REST_V1 = re.compile(r", GPU KV cache usage: ([\d.]+)%, Prefix cache hit r
 STATS_ITEM = re.compile(r", ([A-Za-z][A-Za-z ]*): ([\d.]+)(%| reqs?)?")
 # A stats item's column: any `… KV cache usage` but the CPU's is kv_usage (these are the usual ones).
 ITEM_COLUMNS = {"GPU KV cache usage": "kv_usage", "Prefix cache hit rate": "prefix_hit", "Preemptions": "preemptions"}
-V0_PREFIX_HIT = re.compile(r"^Prefix cache hit rate: GPU: (?P<gpu>[\d.]+)%")
+V0_PREFIX_HIT = lazy(r"^Prefix cache hit rate: GPU: (?P<gpu>[\d.]+)%")
 CONFIG = re.compile(r"Initializing (?:a (?P<v>V[01]) |an )LLM engine \(v(?P<ver>[^)]+)\) with config: (?P<body>.*)$")
 NON_DEFAULT = re.compile(r"non-default args: (?P<d>\{.*)$")
 NAMESPACE = re.compile(r"^args: Namespace\((?P<body>.*?)\)?$")
 VERSION = re.compile(r"vLLM (?:API )?server version (?P<ver>[\w.+\-]+)(?:, serving model (?P<model>\S+))?")
 # The start-up banner (v0.11+): block letters, then "version 0.19.0" and "model <name>" beside them.
-BANNER = re.compile(r"[█▀▄]\s+(?:version (?P<ver>\d[\w.+\-]*)|model\s+(?P<model>\S+))\s*$")
+BANNER = lazy(r"[█▀▄]\s+(?:version (?P<ver>\d[\w.+\-]*)|model\s+(?P<model>\S+))\s*$")
 CMDLINE = re.compile(r"(?:^|\s)(?:vllm serve|-m vllm\.entrypoints\.openai\.api_server|vllm\.entrypoints\.openai\.api_server)\b(?P<args>.*)$")
-MAX_LEN = re.compile(r"Using max model len (?P<n>\d+)")
-CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(?P<n>\d+)")
-BLOCKS = re.compile(r"(?:# )?(?:GPU|CUDA|cuda|rocm|cpu|xpu|tpu) blocks: (?P<n>\d+), # CPU blocks: (?P<c>\d+)")
-MAX_CONC = re.compile(r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: (?P<x>[\d.]+)x?")
+MAX_LEN = lazy(r"Using max model len (?P<n>\d+)")
+CHUNKED = lazy(r"Chunked prefill is enabled with max_num_batched_tokens=(?P<n>\d+)")
+BLOCKS = lazy(r"(?:# )?(?:GPU|CUDA|cuda|rocm|cpu|xpu|tpu) blocks: (?P<n>\d+), # CPU blocks: (?P<c>\d+)")
+MAX_CONC = lazy(r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: (?P<x>[\d.]+)x?")
 # `GPU KV cache size: 131,200 tokens` (the CPU backend says `CPU KV cache size`); newer builds put
 # the maximum concurrency on the same line.
-KV_SIZE = re.compile(r"(?:GPU|CPU|NPU|XPU|TPU) KV cache size: (?P<n>[\d,]+) tokens")
-KV_MEM = re.compile(r"Available KV cache memory: (?P<g>[\d.]+) GiB")
-KV_RESERVED = re.compile(r"model weights take (?P<w>[\d.]+)GiB;.*reserved for KV Cache is (?P<kv>[\d.]+)GiB")
-TOTAL_MEM = re.compile(r"total_gpu_memory \((?P<t>[\d.]+)GiB\) x gpu_memory_utilization \((?P<u>[\d.]+)\)")
-PROFILE_1L = re.compile(r"Memory profiling results: total_gpu_memory=(?P<t>[\d.]+)GiB.*kv_cache_size=(?P<kv>[\d.]+)GiB gpu_memory_utilization=(?P<u>[\d.]+)")
+KV_SIZE = lazy(r"(?:GPU|CPU|NPU|XPU|TPU) KV cache size: (?P<n>[\d,]+) tokens")
+KV_MEM = lazy(r"Available KV cache memory: (?P<g>[\d.]+) GiB")
+KV_RESERVED = lazy(r"model weights take (?P<w>[\d.]+)GiB;.*reserved for KV Cache is (?P<kv>[\d.]+)GiB")
+TOTAL_MEM = lazy(r"total_gpu_memory \((?P<t>[\d.]+)GiB\) x gpu_memory_utilization \((?P<u>[\d.]+)\)")
+PROFILE_1L = lazy(r"Memory profiling results: total_gpu_memory=(?P<t>[\d.]+)GiB.*kv_cache_size=(?P<kv>[\d.]+)GiB gpu_memory_utilization=(?P<u>[\d.]+)")
 # The fraction in use, said by the engine itself (V1 0.21+), whatever the default of the version.
 # The start-up memory check in both wordings: `Desired GPU memory utilization is (0.9, 72 GiB)` and
 # (later versions) `… on startup is less than desired GPU memory utilization (0.92, 10.57 GiB)`.
-GMU_STATED = re.compile(r"current --gpu-memory-utilization=(?P<u>[\d.]+) is equivalent"
-                        r"|[Dd]esired GPU memory utilization(?: is)? \((?P<v>[\d.]+), ")
+GMU_STATED = lazy(r"current --gpu-memory-utilization=(?P<u>[\d.]+) is equivalent"
+                  r"|[Dd]esired GPU memory utilization(?: is)? \((?P<v>[\d.]+), ")
 # `--kv-cache-memory-bytes` given: the KV cache is that size whatever memory is free (0.12+).
-KV_PINNED = re.compile(r"Initial free memory (?P<free>[\d.]+) GiB, reserved (?P<kv>[\d.]+) GiB for KV Cache as specified by kv_cache_memory_bytes")
-WEIGHTS = re.compile(r"(?:Loading model weights took|Model loading took) (?P<g>[\d.]+) (?:GiB|GB)(?: memory)?(?: and (?P<s>[\d.]+) seconds)?")
-CAPTURE_ON = re.compile(r"Capturing (?:the model for CUDA graphs|cudagraphs for decoding)|Capturing CUDA graphs")
-CAPTURE_DONE = re.compile(r"Graph capturing finished in (?P<s>\d+) secs?(?:, took (?P<g>[\d.]+) GiB)?")
-EAGER = re.compile(r"Cudagraph is disabled under eager mode|Enforce eager set")
-COMPILE = re.compile(r"torch\.compile (?:takes|took) (?P<s>[\d.]+) s in total")
-INIT = re.compile(r"init engine \(profile, create kv cache, warmup model\) took (?P<s>[\d.]+) s")
-AR_PCIE = re.compile(r"Custom allreduce is disabled because it's not supported on more than two PCIe-only GPUs")
-AR_NODES = re.compile(r"Custom allreduce is disabled because this process group spans across nodes")
-RAY_SPREAD = re.compile(r"tensor_parallel_size=(?P<tp>\d+) is bigger than a reserved number of GPUs \((?P<g>\d+) GPUs?\) in a node")
-AR_P2P = re.compile(r"Custom allreduce is disabled because your platform lacks GPU P2P capability")
-PREEMPT = re.compile(r"is preempted by PreemptionMode\.(?P<mode>\w+)\b.*?total_num_cumulative_preemption=(?P<n>\d+)")   # \b: no backtracking into the mode
-KV_ERR = re.compile(r"larger than the maximum number of tokens that can be stored in KV cache|KV cache is needed, which is larger than the available KV cache memory|(?P<none>No available memory for the cache blocks)")
-DEAD = re.compile(
+KV_PINNED = lazy(r"Initial free memory (?P<free>[\d.]+) GiB, reserved (?P<kv>[\d.]+) GiB for KV Cache as specified by kv_cache_memory_bytes")
+WEIGHTS = lazy(r"(?:Loading model weights took|Model loading took) (?P<g>[\d.]+) (?:GiB|GB)(?: memory)?(?: and (?P<s>[\d.]+) seconds)?")
+CAPTURE_ON = lazy(r"Capturing (?:the model for CUDA graphs|cudagraphs for decoding)|Capturing CUDA graphs")
+CAPTURE_DONE = lazy(r"Graph capturing finished in (?P<s>\d+) secs?(?:, took (?P<g>[\d.]+) GiB)?")
+EAGER = lazy(r"Cudagraph is disabled under eager mode|Enforce eager set")
+COMPILE = lazy(r"torch\.compile (?:takes|took) (?P<s>[\d.]+) s in total")
+INIT = lazy(r"init engine \(profile, create kv cache, warmup model\) took (?P<s>[\d.]+) s")
+AR_PCIE = lazy(r"Custom allreduce is disabled because it's not supported on more than two PCIe-only GPUs")
+AR_NODES = lazy(r"Custom allreduce is disabled because this process group spans across nodes")
+RAY_SPREAD = lazy(r"tensor_parallel_size=(?P<tp>\d+) is bigger than a reserved number of GPUs \((?P<g>\d+) GPUs?\) in a node")
+AR_P2P = lazy(r"Custom allreduce is disabled because your platform lacks GPU P2P capability")
+PREEMPT = lazy(r"is preempted by PreemptionMode\.(?P<mode>\w+)\b.*?total_num_cumulative_preemption=(?P<n>\d+)")   # \b: no backtracking into the mode
+KV_ERR = lazy(r"larger than the maximum number of tokens that can be stored in KV cache|KV cache is needed, which is larger than the available KV cache memory|(?P<none>No available memory for the cache blocks)")
+DEAD = lazy(
     r"AsyncEngineDeadError|EngineDeadError|Engine core proc \S+ died|(?:EngineCore|WorkerProc) failed to start|"
     r"EngineCore encountered (?:a fatal error|an issue)|Engine iteration timed out|Worker proc \S+ died|"
     r"engine core exited unexpectedly|RPC call to execute_model timed out|Engine core initialization failed|"
@@ -88,16 +89,16 @@ DEAD = re.compile(
 )
 # A launch flag alone on a line: multi-line shell commands (`\` continuations), docker-compose
 # `command: >` blocks.
-ARG_LINE = re.compile(r"^\s*(?P<flag>--[a-z][\w-]*)(?:[= ]+(?P<val>\"[^\"]*\"|'[^']*'|[^\s\\]+))?\s*\\?\s*$")
-SPEC_V1 = re.compile(r"SpecDecoding metrics: .*?(?:Avg )?Draft acceptance rate: (?P<r>[\d.]+)%")
-SPEC_V0 = re.compile(r"Speculative metrics: Draft acceptance rate: (?P<r>[\d.]+)")
+ARG_LINE = lazy(r"^\s*(?P<flag>--[a-z][\w-]*)(?:[= ]+(?P<val>\"[^\"]*\"|'[^']*'|[^\s\\]+))?\s*\\?\s*$")
+SPEC_V1 = lazy(r"SpecDecoding metrics: .*?(?:Avg )?Draft acceptance rate: (?P<r>[\d.]+)%")
+SPEC_V0 = lazy(r"Speculative metrics: Draft acceptance rate: (?P<r>[\d.]+)")
 # Later V1 builds give counts, not a rate: "Mean acceptance length: 2.47, …, Accepted: 440 tokens, Drafted: 1495 tokens".
-SPEC_COUNTS = re.compile(r"SpecDecoding metrics: .*?Accepted: (?P<a>\d+) tokens, Drafted: (?P<d>\d+) tokens")
+SPEC_COUNTS = lazy(r"SpecDecoding metrics: .*?Accepted: (?P<a>\d+) tokens, Drafted: (?P<d>\d+) tokens")
 # The start-up memory check names the GPU's total memory even when it fails.
-FREE_MEM = re.compile(r"Free memory on device (?:\S+ )?\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup")
-PLATFORM = re.compile(r"Automatically detected platform (?P<p>\w+)")
+FREE_MEM = lazy(r"Free memory on device (?:\S+ )?\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup")
+PLATFORM = lazy(r"Automatically detected platform (?P<p>\w+)")
 REQUEST = re.compile(r"^(?:Received|Added|Finished|Aborted) request")
-V0_WORKER_PID = re.compile(r"\(VllmWorkerProcess pid=(\d+)\)")
+V0_WORKER_PID = lazy(r"\(VllmWorkerProcess pid=(\d+)\)")
 WORKER_TP = re.compile(r"^Worker(?:_\w+?)?_TP(\d+)\b")
 WORKER_PP = re.compile(r"^Worker_PP(\d+)")
 
@@ -495,6 +496,9 @@ class VllmParser:
     def _platform(self, m, line, ev, when):
         ev.set_fact("platform", m.group("p"), line.source, line.lineno, line.raw)
 
+    # The table's patterns are lazy (lazyre.py), as are the rarer lines' above: a message is
+    # searched with one only where its literal text is (common.route), and a log that has none
+    # of a pattern's lines never compiles it.
     _simple = [
         (MAX_LEN, _max_len), (CHUNKED, _chunked), (BLOCKS, _blocks), (KV_SIZE, _kv_size), (MAX_CONC, _max_conc), (KV_MEM, _kv_mem), (KV_RESERVED, _kv_reserved), (TOTAL_MEM, _total_mem),
         (PROFILE_1L, _profile), (WEIGHTS, _weights), (CAPTURE_DONE, _capture_done),
