@@ -41,6 +41,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -105,35 +106,57 @@ class Timed:
         self.rc, self.wall, self.cpu, self.maxrss_mb, self.out, self.err = rc, wall, cpu, maxrss_mb, out, err
 
 
+# ru_maxrss is a process's high-water mark and survives exec: a command started from this process
+# (tens of MB once it has generated inputs) reported at least this process's RSS (a 64 KB log run
+# showed 44 MB, not its 27). So each command starts from a small launcher (its own ~10 MB is the
+# floor), which times it and hands back the command's exit status, wall time and rusage on a pipe.
+_LAUNCHER = r"""
+import json, os, subprocess, sys, time
+t0 = time.perf_counter()
+p = subprocess.Popen(sys.argv[2:])
+_, status, ru = os.wait4(p.pid, 0)
+wall = time.perf_counter() - t0
+os.write(int(sys.argv[1]), json.dumps([os.waitstatus_to_exitcode(status), wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss]).encode())
+"""
+
+
 def run_timed(cmd, *, cwd=None, env=None, timeout=None, stdin_path=None, before=None) -> Timed:
-    """Run cmd; return wall time and the rusage of that child (incl. what it waited for).
-    `before` runs first, untimed (the cold cases drop the input from the page cache there)."""
+    """Run cmd; return wall time and the rusage of that command (incl. what it waited for), as
+    the launcher above measured them. `before` runs first, untimed (the cold cases drop the input
+    from the page cache there)."""
     if before is not None:
         before()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
             open(stdin_path or os.devnull, "rb") as stdin:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=stdin,
-                                cwd=cwd, env=env)
+        rd, wr = os.pipe()
+        try:
+            proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(wr), *map(str, cmd)], stdout=out,
+                                    stderr=err, stdin=stdin, cwd=cwd, env=env, pass_fds=(wr,),
+                                    start_new_session=True)
+        finally:
+            os.close(wr)
         timer = None
         if timeout:
-            timer = threading.Timer(timeout, proc.kill)
+            # the launcher and the command: one session, one process group
+            timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
             timer.daemon = True
             timer.start()
         try:
-            _, status, ru = os.wait4(proc.pid, 0)
+            with os.fdopen(rd, "rb") as f:
+                got = f.read()
+            proc.wait()
         finally:
             if timer is not None:
                 timer.cancel()
-        wall = time.perf_counter() - t0
-        rc = os.waitstatus_to_exitcode(status)
-        proc.returncode = rc  # already reaped; keep Popen from waiting again
         out.seek(0)
         err.seek(0)
+        if got:
+            rc, wall, cpu, maxrss = json.loads(got)
+        else:       # killed (timeout) before it could say
+            rc, wall, cpu, maxrss = proc.returncode if proc.returncode else -9, float(timeout or 0), 0.0, 0
         # ru_maxrss is in KiB on Linux (bytes on macOS)
         scale = 1024.0 * 1024.0 if sys.platform == "darwin" else 1024.0
-        return Timed(rc, wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / scale,
-                     out.read(), err.read())
+        return Timed(rc, wall, cpu, maxrss / scale, out.read(), err.read())
 
 
 def best_of(n: int, fn):
