@@ -99,3 +99,19 @@ def test_a_tensorrt_llm_options_file_beside_a_vllm_log_is_a_second_deployment():
     runs = {a["deployment"]["engine"]: [i["path"] for i in a["inputs"]] for a in out["analyses"]}
     assert set(runs) == {"vllm", "trtllm"}
     assert runs["trtllm"] == [str(FIXTURES / "rules" / "cuda-graphs-disabled" / "fires-trtllm.yaml")]
+
+
+@pytest.mark.parametrize("tail, rate", [
+    ("Accepted: 440 tokens, Drafted: 1495 tokens", 100 * 440 / 1495),                         # counts alone
+    ("Accepted: 440 tokens, Drafted: 1495 tokens, Avg Draft acceptance rate: 29.4%", 29.4),
+])
+def test_a_speculative_decoding_line_gives_its_acceptance_whichever_wording(tmp_path, tail, rate):
+    """vLLM's SpecDecoding metrics line with the counts alone (no rate) is read: the acceptance from
+    the counts (its patterns are lazy: the line's pattern is told by its text, not identity)."""
+    from diagnose.sources import load, resolve
+    log = tmp_path / "spec.log"
+    log.write_text("(APIServer pid=7) INFO 07-09 20:32:01 [metrics.py:120] SpecDecoding metrics: Mean acceptance "
+                   "length: 2.47, Accepted throughput: 25.68 tokens/s, Drafted throughput: 87.25 tokens/s, " + tail + "\n")
+    ev = load(resolve([str(log)]))
+    got = [e.data["acceptance"] for e in ev.events.get("spec_decode", [])]
+    assert got == [pytest.approx(rate)] and ev.fact("speculative") is True

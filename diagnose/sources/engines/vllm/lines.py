@@ -475,7 +475,8 @@ class VllmParser:
         note_failure(ev, "engine_dead", line, when)
 
     def _spec(self, m, line, ev, when):
-        if m.re is SPEC_COUNTS:
+        # by the pattern's text: these are lazy patterns (lazyre), not the compiled ones m.re is
+        if m.re.pattern == SPEC_COUNTS.pattern:
             drafted = int(m.group("d"))
             if not drafted:         # an interval without drafts says nothing about acceptance
                 ev.set_fact("speculative", True, line.source, line.lineno, line.raw)
@@ -483,7 +484,7 @@ class VllmParser:
             r = 100.0 * int(m.group("a")) / drafted
         else:
             r = float(m.group("r"))
-        if m.re is SPEC_V0:
+        if m.re.pattern == SPEC_V0.pattern:
             r *= 100.0
         ev.set_fact("speculative", True, line.source, line.lineno, line.raw)
         ev.add_event("spec_decode", line.source, line.lineno, line.raw, when, acceptance=r)
