@@ -292,3 +292,27 @@ def test_slow_queries_end_at_the_deadline():
 def test_the_deadline_is_checked():
     p = _prom("http://127.0.0.1:9", "--deadline", "0")
     one_line_error(p, "--deadline")
+
+
+def test_rows_are_plausible_exactly_where_every_number_of_every_row_is_within_bounds():
+    """finish._plausible (told column by column, by min, max and sum) says what checking each int
+    and float of each row says: NaN, infinities, ±1e15 and beyond are damage; text, times, flags
+    and float subclasses are left alone."""
+    import random
+    from datetime import datetime
+
+    from diagnose.evidence.finish import HUGE, _plausible
+
+    class F(float):
+        pass
+
+    def each(rows):
+        return all(-HUGE < v < HUGE for r in rows for v in r.values() if v.__class__ in (float, int))
+
+    rng = random.Random(11)
+    odd = [float("nan"), float("inf"), -float("inf"), 1e15, -1e15, 10 ** 400, 1e308, -1e308, 0.0, -0.0, 0, 7,
+           True, "1e309", None, datetime(2026, 1, 1), F("inf"), 2.5]
+    for _ in range(2000):
+        rows = [{k: rng.choice(odd if rng.random() < 0.2 else [None, 0.0, 1.5, 3, -2.0])
+                 for k in rng.sample("abcd", rng.randint(0, 4))} for _ in range(rng.randint(0, 6))]
+        assert _plausible(rows) == each(rows), rows
