@@ -61,3 +61,15 @@ def test_no_pattern_backtracks_on_a_long_hostile_line():
                     slow.append(f"{name} after {prefix!r} on {f!r}×{N // len(f)}: {took:.1f} s")
                     break
     assert not slow, "\n".join(slow)
+
+
+def test_no_code_tells_a_match_pattern_by_identity():
+    """A match's `.re` is the compiled pattern, never the lazy one a module holds (lazyre): `m.re is
+    SPEC_COUNTS` was never true once SPEC_COUNTS became lazy, and a counts-only SpecDecoding line
+    ended the run with an internal error. Patterns are told apart by their text or their groups."""
+    from pathlib import Path
+    root = Path(diagnose.__file__).parent
+    found = [f"{p.relative_to(root)}:{i}" for p in sorted(root.rglob("*.py"))
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\.re\s+(?:is|==|!=|in)\b", line.split("#", 1)[0])]
+    assert not found, found
