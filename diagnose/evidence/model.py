@@ -6,6 +6,7 @@ except through the provenance (file, line, text) kept on facts and events.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -197,7 +198,6 @@ class Rows(list):
         self[:] = keep
         self._pending = False
 
-
     def _copy(self) -> "Rows":
         """A copy whose rows are new dicts with the same values: numbers, strings, times, None
         (nothing a reader or finish() changes but a row's own items). `shared` is relinked by
@@ -216,33 +216,29 @@ class Rows(list):
 _COPIES: dict | None = None
 
 
-class rows_copied:
+@contextmanager
+def rows_copied():
     """`with rows_copied(): copy = pickle.loads(pickle.dumps(x))` copies the Rows in x by
     Rows._copy, not through pickle (~7 times faster: a --follow pass copies its reading's state,
     loading.LineRead.snapshot); the copies share caps as the originals do."""
-
-    def __enter__(self):
-        global _COPIES
-        _COPIES = {}
-        return self
-
-    def __exit__(self, *exc) -> None:
-        global _COPIES
-        made, _COPIES = _COPIES, None
-        if exc[0] is not None:
-            return
-        relinked: dict = {}
-        for orig, _copy in list(made.values()):
-            if id(orig.shared) in relinked:
-                continue
-            group = []
-            for r in orig.shared:       # a member pickle did not reach is copied too
-                if id(r) not in made:
-                    made[id(r)] = (r, r._copy())
-                group.append(made[id(r)][1])
-            for c in group:
-                c.shared = group
-            relinked[id(orig.shared)] = group
+    global _COPIES
+    _COPIES = made = {}
+    try:
+        yield
+    finally:
+        _COPIES = None
+    relinked: dict = {}
+    for orig, _copy in list(made.values()):
+        if id(orig.shared) in relinked:
+            continue
+        group = []
+        for r in orig.shared:       # a member pickle did not reach is copied too
+            if id(r) not in made:
+                made[id(r)] = (r, r._copy())
+            group.append(made[id(r)][1])
+        for c in group:
+            c.shared = group
+        relinked[id(orig.shared)] = group
 
 
 def _rows_copied(token: int) -> Rows:
