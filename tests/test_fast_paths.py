@@ -415,6 +415,7 @@ def _c_agree(text: str) -> bool:
     if v is None:
         return False
     line = c_stats_line("s", 7, text, v)
+    assert v[15:18] == [float(x) for x in line.stamp[2].split(":")], text     # the time as numbers (Clock.at_hms)
     ev = Evidence()
     _parser("vllm").feed_values(v, line, ev, None)
     assert _fast_stats(text) == (line, _made(ev)), text

@@ -130,19 +130,29 @@ def test_shared_lines_skipped_as_quiet_are_what_the_whole_reading_gives():
 
 def test_a_clock_reading_one_seconds_stamp_once_gives_what_reading_each_gives():
     """Clock.at returns the time it made for the same stamp just before without making it again:
-    over every real log's lines in order, the times are those of a clock that makes each."""
+    over every real log's lines in order, the times are those of a clock that makes each. And
+    Clock.at_hms (the stamp as the numbers C read) gives what at() gives of the line, in any mix."""
     from diagnose.sources.readers.lineprefix import Clock
-    stamped = 0
-    # and a new year, with lines from just before it arriving late, twice over
+    stamped = numbers_read = 0
+    # and a new year, with lines from just before it arriving late, twice over; a time no clock has
     new_year = "\n".join(f"INFO {s} [a.py:1] x" for s in ("12-31 23:59:59", "12-31 23:59:59", "01-01 00:00:01",
-                          "12-31 23:59:58", "12-31 23:59:58", "01-01 00:00:01", "01-01 00:00:02", "bad"))
+                          "12-31 23:59:58", "12-31 23:59:58", "01-01 00:00:01", "01-01 00:00:02", "bad",
+                          "01-01 24:00:00", "01-01 24:00:00", "02-30 00:00:00", "01-02 00:00:00"))
     texts = [(p.name, p.read_text(encoding="utf-8", errors="replace")) for p in sorted((FIXTURES / "real").glob("*.log"))]
     for name, body in texts + [("new-year", new_year)]:
-        fast, plain = Clock(2026), Clock(2026)
+        fast, plain, numbers = Clock(2026), Clock(2026), Clock(2026)
         for i, text in enumerate(body.split("\n")):
             line = peel(name, i + 1, text)
             plain._stamp = None             # no shortcut: every stamp made again
             got, want = fast.at(line), plain.at(line)
             assert got == want and (fast.year, fast._last, fast._last_dt) == (plain.year, plain._last, plain._last_dt), text
             stamped += want is not None
-    assert stamped > 50_000
+            if line.stamp is not None and line.dt is None and line.iso is None and i % 3:
+                mon, day, hms = line.stamp
+                got = numbers.at_hms(mon, day, *map(int, hms.split(":")))
+                numbers_read += 1
+            else:
+                got = numbers.at(line)
+            assert got == want and (numbers.year, numbers._last, numbers._last_dt) == (plain.year, plain._last,
+                                                                                         plain._last_dt), text
+    assert stamped > 50_000 and numbers_read > 20_000

@@ -216,12 +216,15 @@ def _small_edges(tmp_path):
     return p
 
 
-@pytest.mark.parametrize("range_bytes,read_bytes", [(1000, 300), (4099, 64), (7, 4096)])
+# text_bytes: C's copies of the rows' lines per segment (none, some, all of them; the rest read again)
+@pytest.mark.parametrize("range_bytes,read_bytes,text_bytes", [(1000, 300, 0), (4099, 64, 700), (7, 4096, 1 << 20)])
 @pytest.mark.parametrize("make", [_small_edges, _wrapped_dump_log])
-def test_a_plain_file_cut_into_ranges_reads_as_one_file(tmp_path, monkeypatch, make, range_bytes, read_bytes):
+def test_a_plain_file_cut_into_ranges_reads_as_one_file(tmp_path, monkeypatch, make, range_bytes, read_bytes,
+                                                        text_bytes):
     """Big plain files are read by C itself, in byte ranges on every core, through a small buffer:
     lines cut by a range's end or longer than the buffer, and a dump a parser follows across
-    ranges, must come out as the line-by-line path reads them."""
+    ranges, must come out as the line-by-line path reads them, whether C kept a copy of a line
+    or the parsers read it again from the file."""
     _native_or_skip()
     from diagnose.sources.readers import native
     from diagnose.sources.readers.native import stream
@@ -229,6 +232,7 @@ def test_a_plain_file_cut_into_ranges_reads_as_one_file(tmp_path, monkeypatch, m
     ref = _summary(f, monkeypatch, 10**15, True)
     monkeypatch.setattr(stream, "RANGE_BYTES", range_bytes)
     monkeypatch.setattr(native, "READ_BYTES", read_bytes)
+    monkeypatch.setattr(native, "TEXT_BYTES", text_bytes)
     native._buffers.__dict__.pop("read", None)      # this thread's buffer, from an earlier test
     fast = _summary(f, monkeypatch, 0, True)
     assert f.stat().st_size > 3 * range_bytes       # several ranges, and lines longer than the buffer

@@ -643,7 +643,7 @@ def _c_stats_run(st: _State, cov: Coverage, clock: Clock, run: StatsRun, big: bo
     if st.region is not None or any(p.followers and p.wants_more() for p in (st.piece, piece)):
         # the first line as any other (the rest then come one by one)
         n = base + first[1] + 1
-        text = seg.text(first[2], first[3]).decode("utf-8", "replace")
+        text = seg.row_text(first).decode("utf-8", "replace")
         k = (first[4] - 1) * STATS_WIDTH
         run.done, run.last_n = 1, n
         try:
@@ -652,11 +652,11 @@ def _c_stats_run(st: _State, cov: Coverage, clock: Clock, run: StatsRun, big: bo
             cov.line(n, None, text)
             return 1
         return 0
-    fd, buf, pread = seg.fd, seg.buf, os.pread
+    fd, buf, blob, pread = seg.fd, seg.buf, seg.blob, os.pread
     ev, saw = piece.ev, piece.saw
     p = piece.orders["vllm"][0]
     engine, procs = p.engine, p.procs_seen
-    append = ev.stats_rows.append
+    append, at_hms = ev.stats_rows.append, clock.at_hms
     # the run's values as one list (its rows' values follow one another in `stats`)
     k0 = (first[4] - 1) * STATS_WIDTH
     vals = stats[k0:rows[-1][4] * STATS_WIDTH].tolist()
@@ -664,16 +664,16 @@ def _c_stats_run(st: _State, cov: Coverage, clock: Clock, run: StatsRun, big: bo
     ns = []
     for row in rows:
         n = base + row[1] + 1
-        a, z = row[2], row[3]
-        text = (buf[a:z] if fd is None else pread(fd, z - a, a)).decode("utf-8", "replace")
+        a, z, t = row[2], row[3], row[5]
+        # Segment.row_text inline: the buffer, C's copy of the line, or the file
+        text = (buf[a:z] if fd is None else blob[t:t + z - a] if t >= 0 else pread(fd, z - a, a)).decode("utf-8", "replace")
         k = (row[4] - 1) * STATS_WIDTH - k0
         v = vals[k:k + STATS_WIDTH]
         proc = None if v[3] < 0 else text[int(v[3]):int(v[3] + v[4])]
         if "v1_engine" in ev.facts and (proc is None or (proc in procs and proc != "VllmWorkerProcess")):
             # what feed_values does when the engine's kind is known and the process (if any)
-            # was noted already: the row alone; the time without a Line (Clock.at_stamp)
-            hms = int(v[7])
-            when = clock.at_stamp((int(v[5]), int(v[6]), text[hms:hms + 8]))
+            # was noted already: the row alone; the time from the numbers C read (Clock.at_hms)
+            when = at_hms(int(v[5]), int(v[6]), int(v[15]), int(v[16]), int(v[17]))
             saw(n, when, text)
             append(values_row(v, src, n, when))
         else:

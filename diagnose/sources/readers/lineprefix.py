@@ -178,17 +178,26 @@ class Clock:
             return None
         return self._stamped(stamp)
 
-    def at_stamp(self, stamp: tuple) -> datetime | None:
-        """at() of a line with this stamp and no other time (no year, no collector's time)."""
-        if stamp == self._stamp:
+    def at_hms(self, mon: int, day: int, h: int, mi: int, s: int) -> datetime | None:
+        """at() of a line stamped `MM-DD HH:MM:SS` with no other time (no year, no collector's
+        time), its stamp given as numbers (the C reader read them)."""
+        key = (mon, day, h, mi, s)       # never equal to a stamp of text: each shape caches its own
+        if key == self._stamp:
             return self._last_dt
         self._stamp = None
-        return self._stamped(stamp)
+        return self._time(mon, day, h, mi, s, key)
 
     def _stamped(self, stamp: tuple) -> datetime | None:
         mon, day, hms = stamp
         try:
             h, mi, s = map(int, hms.split(":"))
+        except ValueError:
+            self._last = (mon, day)
+            return None
+        return self._time(mon, day, h, mi, s, stamp)
+
+    def _time(self, mon: int, day: int, h: int, mi: int, s: int, stamp: tuple) -> datetime | None:
+        try:
             if self._last is not None and (mon, day) < self._last and self._last[0] - mon >= 6:
                 self.year += 1   # December → January: a new year began
             elif self._last_dt is not None and mon - self._last[0] >= 6:

@@ -19,10 +19,13 @@ from ...redact import redact
 from ..engines.common import MAX_PREFIXES, count_head
 from .lineprefix import visible
 
-ROW_WIDTH = 5           # kind, line index in the segment, start and end offsets of its text, status
+# kind, line index in the segment, start and end offsets of its text, status; and (C's rows) where
+# the line's copy is in the segment's `blob`, -1 where it has none
+ROW_WIDTH = 6
 # The values the C reader reads of a vLLM stats line (scan.c: dg_stats_line), per such keyword row:
-# where the message, level, process name and time are in the line, and the numbers.
-STATS_WIDTH = 15
+# where the message, level, process name and time are in the line, the numbers, and the time's
+# hour, minute and second.
+STATS_WIDTH = 18
 # The longest line read: a longer one is cut to its first MAX_LINE bytes (counted, and said in a
 # note); the rest of it is skipped unread. Every reader cuts at the same place: a line with no
 # newline in its first MAX_LINE bytes. (As large as the C reader's buffer: it holds one line whole.)
@@ -77,7 +80,7 @@ class Segment:
     table's runs; `head_counts`: {key: times} in order of first appearance, from Python). The
     lines are buf[start:end], or, with `fd`, the bytes of that file between those offsets."""
     __slots__ = ("buf", "fd", "start", "end", "lines", "bad", "cut", "bad_lines", "acc", "req", "rcv", "probe", "refused", "status",
-                 "rows", "heads", "head_counts")
+                 "rows", "heads", "head_counts", "blob")
 
     def __init__(self, buf, fd, start: int, end: int) -> None:
         self.buf, self.fd, self.start, self.end = buf, fd, start, end
@@ -88,9 +91,18 @@ class Segment:
         self.rows: list = []
         self.heads: list = []
         self.head_counts: dict | None = None
+        self.blob: bytes | None = None  # C's copy of its rows' lines, read from a file (native.scan_range)
 
     def text(self, a: int, z: int) -> bytes:
         return self.buf[a:z] if self.fd is None else os.pread(self.fd, z - a, a)
+
+    def row_text(self, row) -> bytes:
+        """A row's line: from the buffer, C's copy of it, or else the file."""
+        a, z = row[2], row[3]
+        if self.fd is None:
+            return self.buf[a:z]
+        t = row[5]
+        return self.blob[t:t + z - a] if t >= 0 else os.pread(self.fd, z - a, a)
 
     def line_at(self, at: int) -> bytes:
         """The line that starts at `at`, without its newline."""
@@ -115,7 +127,8 @@ class Segment:
         """Bytes it holds while it waits for the parsers."""
         rows = self.rows
         flat = isinstance(rows, FlatRows)
-        return (len(self.buf) if self.fd is None else 0) + (48 if flat else 180) * len(rows) + (8 * len(rows.stats) if flat else 0)
+        held = len(self.buf) if self.fd is None else len(self.blob or b"")
+        return held + (48 if flat else 180) * len(rows) + (8 * len(rows.stats) if flat else 0)
 
 
 def read(segments, display: str, ev, counts, progress=None, follow=None, every_line: bool = False,
@@ -201,7 +214,7 @@ class _Tally:
     def _examples(self, seg: Segment, kind: str, rows, total: int) -> None:
         base = self.base
         note_examples(self.ev, kind, self.display,
-                      ((base + r[1] + 1, seg.text(r[2], r[3]).decode("utf-8", "replace")) for r in rows), total)
+                      ((base + r[1] + 1, seg.row_text(r).decode("utf-8", "replace")) for r in rows), total)
 
     def _lines_for_parsers(self, seg: Segment, kw):
         """The keyword lines; and while a parser is in the middle of a wrapped dump (`follow()`),
@@ -250,9 +263,9 @@ class _Tally:
             self.last = last
             if row[4] and stats:        # a stats line C read: its values, for loading's fast path
                 k = (row[4] - 1) * STATS_WIDTH
-                yield n, seg.text(row[2], row[3]).decode("utf-8", "replace"), stats[k:k + STATS_WIDTH]
+                yield n, seg.row_text(row).decode("utf-8", "replace"), stats[k:k + STATS_WIDTH]
             else:
-                yield n, seg.text(row[2], row[3]).decode("utf-8", "replace"), True
+                yield n, seg.row_text(row).decode("utf-8", "replace"), True
         self.last = last
 
     def _every_line(self, seg: Segment, keyword: set):

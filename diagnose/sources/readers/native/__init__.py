@@ -143,7 +143,8 @@ def _open():
     lib.dg_scan.argtypes = [p, i64, i64, ctypes.POINTER(Totals), i64,
                             ctypes.POINTER(i64), i64, ctypes.POINTER(i64),
                             ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(i64), i64, ctypes.POINTER(i64),
-                            ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_double), ctypes.POINTER(i64)]
+                            ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_double), ctypes.POINTER(i64),
+                            p, i64, ctypes.POINTER(i64)]
     lib.dg_scan.restype = i64
     lib.dg_line_start.argtypes = [ctypes.c_int, i64, p, i64, i64, ctypes.POINTER(ctypes.c_int)]
     lib.dg_line_start.restype = i64
@@ -187,6 +188,10 @@ def _check(lib) -> None:
 
 _buffers = threading.local()
 HEAD_SLOTS = 1 << 16
+# The rows' lines of a file range copied out as it is scanned, up to this many bytes per segment
+# (the parsers' thread then slices them, where a pread each took a fifth of a stats line's time);
+# the lines of rows past it are read again from the file. Bounds what a segment holds.
+TEXT_BYTES = 4 << 20
 # A file range is read through one buffer of this size per thread: a line that does not fit is
 # cut there, as every reader cuts it (segments.MAX_LINE).
 READ_BYTES = MAX_LINE
@@ -197,7 +202,7 @@ def _scratch():
     if b is None:
         b = _buffers.b = ((ctypes.c_int64 * (ROW_WIDTH * ROWS_CAP))(), (ctypes.c_uint64 * HEADS_CAP)(),
                           (ctypes.c_int64 * HEADS_CAP)(), (ctypes.c_int32 * HEAD_SLOTS)(),
-                          (ctypes.c_double * (STATS_WIDTH * ROWS_CAP))())
+                          (ctypes.c_double * (STATS_WIDTH * ROWS_CAP))(), ctypes.create_string_buffer(TEXT_BYTES))
     return b
 
 
@@ -210,8 +215,9 @@ def _collect(t, rows_buf, nr, keys, counts, nh, rows, heads, stats_buf=None, ns=
         heads.append((ctypes.string_at(keys, 8 * nh.value), ctypes.string_at(counts, 8 * nh.value), nh.value))
 
 
-def _segment(buf, fd, start, end, t, rows, heads) -> Segment:
+def _segment(buf, fd, start, end, t, rows, heads, blob=None) -> Segment:
     seg = Segment(buf, fd, start, end)
+    seg.blob = blob
     seg.lines, seg.bad, seg.acc, seg.req, seg.rcv, seg.probe = t.lines, t.bad, t.acc, t.req, t.rcv, t.probe
     seg.refused = t.refused
     seg.status = [(code, n) for code, n in enumerate(t.status) if n] if t.acc else []
@@ -230,16 +236,18 @@ def keyword_flags(lib, block: bytes, lines: int) -> bytes | None:
 
 def scan(lib, buf: bytes, start: int, end: int, keep: int) -> Segment:
     """Scan whole lines buf[start:end] (called from worker threads: the C call runs without the GIL)."""
-    rows_buf, keys, counts, slots, stats_buf = _scratch()
+    rows_buf, keys, counts, slots, stats_buf, _ = _scratch()
     t = Totals()
-    nr, nh, ns = ctypes.c_int64(0), ctypes.c_int64(0), ctypes.c_int64(0)
+    nr, nh, ns, nt = ctypes.c_int64(0), ctypes.c_int64(0), ctypes.c_int64(0), ctypes.c_int64(0)
     rows = FlatRows()
     heads: list = []
     pos = start
     while pos < end:
         nr.value = nh.value = ns.value = 0
+        # the block stays in memory with the segment: no copy of the rows' lines
         pos = lib.dg_scan(buf, end, pos, ctypes.byref(t), keep, rows_buf, ROWS_CAP, ctypes.byref(nr),
-                          keys, counts, HEADS_CAP, ctypes.byref(nh), slots, stats_buf, ctypes.byref(ns))
+                          keys, counts, HEADS_CAP, ctypes.byref(nh), slots, stats_buf, ctypes.byref(ns), None, 0,
+                          ctypes.byref(nt))
         _collect(t, rows_buf, nr, keys, counts, nh, rows, heads, stats_buf, ns)
     return _segment(buf, None, start, end, t, rows, heads)
 
@@ -250,7 +258,7 @@ def scan_range(lib, fd: int, a: int, b: int, size: int, keep: int, text_fd: int,
     one, or more where a line too long for the buffer was cut (a segment of its own, held in
     memory; the rest of the line is skipped). Raises OSError; InputError when the file's first
     line has no end in NO_LINE_END bytes."""
-    rows_buf, keys, counts, slots, stats_buf = _scratch()
+    rows_buf, keys, counts, slots, stats_buf, text = _scratch()
     read = getattr(_buffers, "read", None)
     if read is None:
         read = _buffers.read = ctypes.create_string_buffer(READ_BYTES)
@@ -260,7 +268,7 @@ def scan_range(lib, fd: int, a: int, b: int, size: int, keep: int, text_fd: int,
         raise OSError(err.value, os.strerror(err.value))
     out: list[Segment] = []
     t = Totals()
-    nr, nh, ns = ctypes.c_int64(0), ctypes.c_int64(0), ctypes.c_int64(0)
+    nr, nh, ns, nt = ctypes.c_int64(0), ctypes.c_int64(0), ctypes.c_int64(0), ctypes.c_int64(0)
     rows = FlatRows()
     heads: list = []
     pos = start
@@ -268,7 +276,7 @@ def scan_range(lib, fd: int, a: int, b: int, size: int, keep: int, text_fd: int,
         nr.value = nh.value = ns.value = 0
         nxt = lib.dg_scan_fd(fd, pos, b, size, read, len(read), ctypes.byref(err), ctypes.byref(t), keep,
                              rows_buf, ROWS_CAP, ctypes.byref(nr), keys, counts, HEADS_CAP, ctypes.byref(nh), slots,
-                             stats_buf, ctypes.byref(ns))
+                             stats_buf, ctypes.byref(ns), text, min(TEXT_BYTES, len(text)), ctypes.byref(nt))
         if nxt == -1:
             raise OSError(err.value, os.strerror(err.value))
         if nxt == -2 and len(read) < MAX_LINE:     # a buffer made smaller (tests): a bigger one
@@ -276,7 +284,7 @@ def scan_range(lib, fd: int, a: int, b: int, size: int, keep: int, text_fd: int,
             continue
         if nxt == -2:       # no newline in the line's first MAX_LINE bytes: cut there
             if pos > start:
-                out.append(_segment(None, text_fd, start, pos, t, rows, heads))
+                out.append(_segment(None, text_fd, start, pos, t, rows, heads, _blob(text, nt)))
                 t, rows, heads = Totals(), FlatRows(), []
             after = lib.dg_line_start(fd, pos + MAX_LINE, read, len(read), size, ctypes.byref(err))
             if after < 0:
@@ -295,5 +303,12 @@ def scan_range(lib, fd: int, a: int, b: int, size: int, keep: int, text_fd: int,
     if len(read) != READ_BYTES:     # grown or shrunk from the usual: the next range gets its own
         del _buffers.read
     if pos > start or not out:
-        out.append(_segment(None, text_fd, start, max(start, min(pos, size)), t, rows, heads))
+        out.append(_segment(None, text_fd, start, max(start, min(pos, size)), t, rows, heads, _blob(text, nt)))
     return out
+
+
+def _blob(text, nt) -> bytes:
+    """The rows' lines copied so far (for one segment); the buffer starts empty for the next."""
+    blob = ctypes.string_at(text, nt.value)
+    nt.value = 0
+    return blob

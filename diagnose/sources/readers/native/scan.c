@@ -31,7 +31,7 @@ static int use_avx2, use_clmul;
 #endif
 
 #define NSTATUS 1000
-#define ROW_WIDTH 5         /* kind, line index in the block, start, end, status */
+#define ROW_WIDTH 6         /* kind, line index in the block, start, end, status, where its text is copied (-1: not) */
 enum { ROW_KEYWORD = 0, ROW_PROBE = 1, ROW_HTTP = 2, ROW_RECEIVED = 3 };
 
 typedef struct {
@@ -502,9 +502,9 @@ static int is_probe(const uint8_t *path, int64_t n)
  * what that reads is taken here (ASCII, no `ip=`, no ANSI or CR, no trailing blank, numbers as
  * digits with at most one point, V1's queue and its two usual items or none); any other line is
  * left to Python as before. tests/test_native_scanner.py holds both to the same values. */
-#define STATS_WIDTH 15
+#define STATS_WIDTH 18
 enum { ST_MSG, ST_LEVEL, ST_LEVEL_LEN, ST_PROC, ST_PROC_LEN, ST_MON, ST_DAY, ST_HMS, ST_ENG,
-       ST_PTPS, ST_GTPS, ST_RUN, ST_WAIT, ST_KV, ST_HIT };
+       ST_PTPS, ST_GTPS, ST_RUN, ST_WAIT, ST_KV, ST_HIT, ST_H, ST_M, ST_S };
 
 static int lit(const uint8_t **p, const uint8_t *e, const char *s, int n)
 {
@@ -583,6 +583,9 @@ int dg_stats_line(const uint8_t *s, const uint8_t *e, double *v)
     v[ST_MON] = (p[0] - '0') * 10 + (p[1] - '0');
     v[ST_DAY] = (p[3] - '0') * 10 + (p[4] - '0');
     v[ST_HMS] = (double)(p + 6 - s);
+    v[ST_H] = (p[6] - '0') * 10 + (p[7] - '0');     /* the time as numbers: no text to split */
+    v[ST_M] = (p[9] - '0') * 10 + (p[10] - '0');
+    v[ST_S] = (p[12] - '0') * 10 + (p[13] - '0');
     p += 14;
     if (p < e && *p == '.') {
         const uint8_t *f = ++p;
@@ -639,10 +642,26 @@ int64_t dg_keyword_flags(const uint8_t *buf, int64_t n, uint8_t *flags, int64_t 
  * counts, in order of first appearance within this call; `slots` (HEAD_SLOTS int32) is scratch
  * for the table that finds them. */
 #define HEAD_SLOTS 65536
+
+/* A row's line copied into `text` while it is at hand (a file range's buffer is reused: read again
+ * later, each line cost the parsers' thread a pread), up to `cap` bytes in all; r[5] says where,
+ * or -1 when it did not fit or no `text` was given (a block held in memory). */
+static inline void keep_text(int64_t *r, const uint8_t *s, const uint8_t *e, uint8_t *text, int64_t cap,
+                             int64_t *n_text)
+{
+    int64_t len = e - s;
+    r[5] = -1;
+    if (text && *n_text + len <= cap) {
+        memcpy(text + *n_text, s, (size_t)len);
+        r[5] = *n_text;
+        *n_text += len;
+    }
+}
+
 int64_t dg_scan(const uint8_t *buf, int64_t n, int64_t pos, dg_totals *t, int64_t keep,
                 int64_t *rows, int64_t rows_cap, int64_t *n_rows,
                 uint64_t *keys, int64_t *counts, int64_t heads_cap, int64_t *n_heads, int32_t *slots,
-                double *stats, int64_t *n_stats)
+                double *stats, int64_t *n_stats, uint8_t *text, int64_t text_cap, int64_t *n_text)
 {
     const uint8_t *end = buf + n;
     if (heads_cap > HEAD_SLOTS / 2) heads_cap = HEAD_SLOTS / 2;     /* the table stays half empty */
@@ -681,6 +700,7 @@ int64_t dg_scan(const uint8_t *buf, int64_t n, int64_t pos, dg_totals *t, int64_
                 if (t->kept_rcv < keep) {
                     t->kept_rcv++;
                     r[0] = ROW_RECEIVED; r[1] = line; r[2] = start; r[3] = stop; r[4] = 0;
+                    keep_text(r, s, e, text, text_cap, n_text);
                     (*n_rows)++;
                 }
             }
@@ -697,6 +717,7 @@ int64_t dg_scan(const uint8_t *buf, int64_t n, int64_t pos, dg_totals *t, int64_
                 if (t->kept[status] < keep) {
                     t->kept[status]++;
                     r[0] = ROW_HTTP; r[1] = line; r[2] = start; r[3] = stop; r[4] = status;
+                    keep_text(r, s, e, text, text_cap, n_text);
                     (*n_rows)++;
                     r += ROW_WIDTH;
                 }
@@ -709,6 +730,7 @@ int64_t dg_scan(const uint8_t *buf, int64_t n, int64_t pos, dg_totals *t, int64_
                 if (t->kept_probe < keep) {
                     t->kept_probe++;
                     r[0] = ROW_PROBE; r[1] = line; r[2] = start; r[3] = stop; r[4] = status;
+                    keep_text(r, s, e, text, text_cap, n_text);
                     (*n_rows)++;
                 }
             }
@@ -716,6 +738,7 @@ int64_t dg_scan(const uint8_t *buf, int64_t n, int64_t pos, dg_totals *t, int64_
         }
         if (has_keyword(s, e - s)) {
             r[0] = ROW_KEYWORD; r[1] = line; r[2] = start; r[3] = stop; r[4] = 0;
+            keep_text(r, s, e, text, text_cap, n_text);
             (*n_rows)++;
             /* a stats line read here: its values follow the segment's earlier ones, r[4] says which */
             if (stats && dg_stats_line(s, e, stats + *n_stats * STATS_WIDTH)) {
@@ -758,7 +781,7 @@ int64_t dg_line_start(int fd, int64_t off, uint8_t *buf, int64_t cap, int64_t en
 int64_t dg_scan_fd(int fd, int64_t pos, int64_t to, int64_t end, uint8_t *buf, int64_t cap, int *err,
                    dg_totals *t, int64_t keep, int64_t *rows, int64_t rows_cap, int64_t *n_rows,
                    uint64_t *keys, int64_t *counts, int64_t heads_cap, int64_t *n_heads, int32_t *slots,
-                   double *stats, int64_t *n_stats)
+                   double *stats, int64_t *n_stats, uint8_t *text, int64_t text_cap, int64_t *n_text)
 {
     int64_t from = pos;
     while (pos < to && pos < end) {
@@ -779,7 +802,7 @@ int64_t dg_scan_fd(int fd, int64_t pos, int64_t to, int64_t end, uint8_t *buf, i
         else return pos > from ? pos : -2;     /* what came before it first */
         int64_t first = *n_rows;
         int64_t r = dg_scan(buf, n, 0, t, keep, rows, rows_cap, n_rows, keys, counts, heads_cap, n_heads, slots,
-                            stats, n_stats);
+                            stats, n_stats, text, text_cap, n_text);
         for (int64_t i = first; i < *n_rows; i++) {
             rows[i * ROW_WIDTH + 2] += pos;
             rows[i * ROW_WIDTH + 3] += pos;
