@@ -206,3 +206,26 @@ def test_fixed_format_logs_are_not_taken_for_wrapped():
         if unwrap(f.read_bytes())[1]:
             changed.append(f.name)
     assert not changed, changed
+
+
+def test_the_wrap_check_given_the_whole_text_answers_as_line_by_line():
+    """wrap_width and the lengths it counts skip, given the text joined, what no line holds (CR,
+    colour, non-ASCII): over random lines of every such mix and the real logs, the same answer
+    and lengths as the line-by-line way."""
+    import random
+
+    from diagnose.sources.readers.unwrap import _lengths, wrap_width
+    rng = random.Random(5)
+    parts = [b"INFO 11-20 09:04:07 [a.py:1] ", b"x" * 30, b" ", b"\t", b"\r", b"\x1b[1;36m", b"\x1b[0m", "é".encode(),
+             b"\xff", b"\x0b", b"  ", b"y" * 80, b"z" * 7]
+    texts = [p.read_bytes() for p in sorted((FIXTURES / "real").glob("*.log"))]
+    for _ in range(400):
+        lines = [b"".join(rng.choices(parts, k=rng.randint(0, 6))) for _ in range(rng.randint(0, 40))]
+        if rng.random() < 0.3:      # a wrapped paste: many lines of one width
+            lines += [b"w" * 72] * rng.randint(3, 12)
+        texts.append(b"\n".join(lines))
+    for data in texts:
+        lines = data.split(b"\n")
+        assert wrap_width(lines, data) == wrap_width(lines), data[:200]
+        for visible in (True, False):
+            assert _lengths(lines, visible, data) == _lengths(lines, visible), data[:200]

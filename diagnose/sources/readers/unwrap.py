@@ -33,24 +33,31 @@ RECORD_START = lazy(
     rb")")
 
 
-def _lengths(lines: list[bytes], visible: bool) -> list[int]:
+def _lengths(lines: list[bytes], visible: bool, data: bytes | None = None) -> list[int]:
     # What a terminal shows: after the last carriage return (tqdm redraws a line with them).
     # Characters, not bytes: but an ASCII line's bytes are its characters (most lines: no decode).
-    lines = [x[x.rfind(b"\r", 0, len(x) - 1) + 1:].rstrip(b"\r") if b"\r" in x else x for x in lines]
-    if visible:
+    # `data`: the lines' text joined, when at hand: what none of them holds is not looked for line by
+    # line (most logs: no CR, no colour, all ASCII; then the lengths come at C speed).
+    if data is None or b"\r" in data:
+        lines = [x[x.rfind(b"\r", 0, len(x) - 1) + 1:].rstrip(b"\r") if b"\r" in x else x for x in lines]
+    if visible and (data is None or b"\x1b" in data):
         lines = [ANSI.sub(b"", x) if b"\x1b" in x else x for x in lines]
+    if data is not None and data.isascii():
+        return list(map(len, lines))
     return [len(x) if x.isascii() else len(x.decode("utf-8", "replace")) for x in lines]
 
 
-def wrap_width(lines: list[bytes]) -> tuple[int, bool] | None:
+def wrap_width(lines: list[bytes], data: bytes | None = None) -> tuple[int, bool] | None:
     """(W, whether colour codes were left out of the count) when the lines look hard-wrapped: the
     commonest long length stands far above its neighbours, and (but for a stray line a wrapper
-    passed over) nothing is longer. Of the two ways to count, the one more lines fill exactly."""
+    passed over) nothing is longer. Of the two ways to count, the one more lines fill exactly.
+    `data`: the lines joined by newlines, when the caller has it (a shortcut, same answer)."""
     best = None
-    filled = sum(1 for x in lines if x.strip())
+    filled = len(lines) - sum(map(bytes.isspace, lines)) - lines.count(b"")     # lines with a non-blank
     # without colour codes both ways of counting are one
-    for visible in ((True, False) if any(b"\x1b" in x for x in lines) else (True,)):
-        count = Counter(x for x in _lengths(lines, visible) if x >= MIN_WIDTH)
+    colour = b"\x1b" in data if data is not None else any(b"\x1b" in x for x in lines)
+    for visible in ((True, False) if colour else (True,)):
+        count = Counter(filter(MIN_WIDTH.__le__, _lengths(lines, visible, data)))
         if not count:
             continue
         width, at = max(count.items(), key=lambda kv: (kv[1], kv[0]))
@@ -76,11 +83,11 @@ def unwrap(data: bytes) -> tuple[bytes, int]:
     """(the data with wrapped lines re-joined, how many joins). Unchanged when not hard-wrapped."""
     lines = data.split(b"\n")
     tail = lines.pop() if lines and lines[-1] == b"" else None
-    found = wrap_width(lines)
+    found = wrap_width(lines, data)
     if not found:
         return data, 0
     width, visible = found
-    lens = _lengths(lines, visible)
+    lens = _lengths(lines, visible, data)
     out: list[bytes] = []
     joins = i = 0
     while i < len(lines):
