@@ -1,4 +1,4 @@
-"""The memos of work that depends only on a message's text (sources/memo.py) give what the plain
+"""The memos of work that depends only on a message's text (diagnose/memo.py) give what the plain
 work gives: over every real line, a table's route (which pattern, its groups) and a dump's parsed
 pairs, taken from the memo and computed afresh, agree; and the memos stay bounded."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import importlib
 
 from conftest import FIXTURES
 
-from diagnose.sources import memo
+from diagnose import memo
 from diagnose.sources.engines import NAMES, common, kv
 from diagnose.sources.readers.lineprefix import peel
 

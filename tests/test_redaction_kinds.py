@@ -190,3 +190,42 @@ def test_redaction_is_idempotent():
          "a@b.co Authorization: Bearer abcdefgh12345678 ::1")
     once = R.redact(t)
     assert R.redact(once) == once
+
+
+def test_the_quick_checks_skip_a_pattern_only_where_it_cannot_match():
+    """redact() runs _BEARER only where its lower-case twin matches (ASCII text) and _IPV4 only
+    where four dotted numbers are: over random texts built of the pieces they match on and of every
+    real log's lines, neither check ever says no where the pattern would match."""
+    import random
+
+    from conftest import FIXTURES
+    rng = random.Random(11)
+    pieces = ["Authorization", "AUTHORIZATION", "api_key", "Api-Key", "APIKEY", "access_token", "Token", "secret",
+              "PassWord", "passwd", "Bearer ", "bearer\t", "basic ", "'", '"', ":", "=", " ", "  ", "abcdefgh", "XYZ12345",
+              "1234", "._~+/-", "é", "K", "ſ", "10.2.0.7", "192.168.1.254", "0.10.1.1", "1.2.3", "255.255.255.255",
+              ".", "..", "9", "version ", "v", "\n"]
+    texts = [" ".join(p.read_text(errors="replace").splitlines()[:4000]) for p in sorted((FIXTURES / "real").glob("*.log"))]
+    texts += ["".join(rng.choices(pieces, k=rng.randint(1, 14))) for _ in range(20_000)]
+    bearer = dotted = 0
+    for t in texts:
+        if R._BEARER.search(t):
+            bearer += 1
+            assert R._may_bear(t, t.lower()), t
+        elif t.isascii():
+            assert not R._BEARER_LOW.search(t.lower()), t
+        if R._IPV4.search(t):
+            dotted += 1
+            assert R._DOTTED_QUAD.search(t), t
+    assert bearer > 500 and dotted > 500
+
+
+def test_a_text_redacted_again_comes_from_the_memo_as_it_was_made(monkeypatch):
+    """Each text is redacted once a run (kept texts repeat); what comes back again is what
+    redacting it afresh gives, and the memo stays within its bounds."""
+    from conftest import FIXTURES
+    monkeypatch.setattr(R, "_DONE", R.Memo(64, 4096, 20_000))
+    lines = [x for p in sorted((FIXTURES / "requests").glob("secrets-*.log")) for x in p.read_text().splitlines()]
+    assert any(R._redacted(x) != x for x in lines)
+    for x in lines * 3:
+        assert R.redact(x) == R._redacted(x), x
+        assert len(R._DONE.data) <= 64 and R._DONE.size <= 20_000

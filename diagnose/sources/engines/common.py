@@ -11,7 +11,7 @@ from ...evidence.model import Evidence
 from ...lazyre import lazy
 from ...redact import redact
 from ..literals import needles
-from ..memo import MISS, Memo
+from ...memo import MISS, Memo
 from ..readers.lineprefix import Line
 from . import ENGINES
 

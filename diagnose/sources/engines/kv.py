@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from ... import redact as _redaction
 from ...redact import redact
-from ..memo import MISS, Memo, fresh
+from ...memo import MISS, Memo, fresh
 
 
 # The characters split_top acts on: it jumps from one to the next (a config dump's line is tens of

@@ -12,7 +12,7 @@ from ....redact import redact
 from .. import kv
 from ..kv import excerpt
 from ..common import ROUTE_BUDGET, ROUTE_ENTRIES, ROUTE_LONGEST, dispatch, note_alive, note_failure, note_launch, note_prompt
-from ...memo import MISS, Memo
+from ....memo import MISS, Memo
 from ...readers.lineprefix import Line, visible
 from .header import HEADER
 

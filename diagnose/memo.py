@@ -3,7 +3,8 @@
 A log that restarts a server thousands of times (or repeats a warning for hours) hands the parsers
 the same message bodies again and again, once the prefixes and the header with its time are
 peeled: which pattern of an engine's table a body matches, whether a shared-line branch can act on
-it, and a config dump's parsed pairs are the same each time. A memo keeps them, bounded so that no
+it, and a config dump's parsed pairs are the same each time (and a kept text's redaction: redact.py).
+A memo keeps them, bounded so that no
 input can make it big: only bodies up to a length are kept, so many and so many characters in all,
 and a memo that fills is emptied and starts again (an input of lines all different pays one
 dictionary look-up and store per line, nothing more). Each memo is held equal to the plain work
