@@ -305,14 +305,15 @@ def test_damaged_stats_lines_are_read_alike_with_and_without_the_fast_path(tmp_p
 
 def test_stdev_from_integer_sums_is_the_librarys_float():
     """signals.stats.stdev (exact sums over the distinct values) gives statistics.stdev's float,
-    bit for bit, on gauges (few values), rates (one decimal), wide ranges and ints."""
+    bit for bit, on gauges (few values), rates (one decimal), wide ranges, signs, zeros, tiny and
+    huge magnitudes (scaled to integers in C, or past that the ratios' way) and ints."""
     import statistics
 
     from diagnose.signals.stats import quantile, ranked, stdev
     rng = random.Random(11)
-    for trial in range(3000):
+    for trial in range(4000):
         n = rng.randint(2, 300)
-        kind = trial % 5
+        kind = trial % 8
         if kind == 0:
             xs = [round(rng.uniform(0, 100), 1) for _ in range(n)]
         elif kind == 1:
@@ -321,8 +322,15 @@ def test_stdev_from_integer_sums_is_the_librarys_float():
             xs = [rng.random() * 10 ** rng.randint(-5, 12) for _ in range(n)]
         elif kind == 3:
             xs = [rng.choice([0.0, 1.5, 1e-300, 1e300, 3.25]) for _ in range(n)]
-        else:
+        elif kind == 4:
             xs = [rng.randint(-5, 5) for _ in range(n)]
+        elif kind == 5:         # signs, zeros of both signs, values of the same magnitude repeated
+            xs = [rng.choice([0.0, -0.0, -2.5, rng.uniform(-1e3, 1e3), round(rng.uniform(-50, 50), 2)]) for _ in range(n)]
+        elif kind == 6:         # magnitudes near the ends: subnormals, 2**53 and past, 1e280 (overflows scaled)
+            pool = rng.sample([5e-324, 2.5e-310, 1e-200, 2.0 ** 53, 2.0 ** 53 + 2, 3e17, 1e280, -7.0, 0.1], 3)
+            xs = [rng.choice(pool) * rng.choice([1, 3, -1]) for _ in range(n)]
+        else:                   # one value, or zeros only
+            xs = [rng.choice([0.0, -0.0])] * n if trial % 16 == 7 else [rng.uniform(-1, 1)] * n
         assert stdev(xs) == statistics.stdev(xs), xs
         ordered = sorted(xs)
         for q in (0.5, 0.9, 0.95):
