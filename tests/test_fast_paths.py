@@ -338,6 +338,36 @@ def test_stdev_from_integer_sums_is_the_librarys_float():
     assert stdev([1.0]) is None
 
 
+def test_trend_is_the_librarys_slope_and_correlation():
+    """signals.stats.trend (on Python 3.11 one set of sums, made in C) gives
+    statistics.linear_regression's slope and statistics.correlation, bit for bit: whole seconds
+    against queue lengths (steps, bursts, a flat queue), floats against floats, ints against ints."""
+    import statistics
+
+    from diagnose.signals.stats import trend
+    rng = random.Random(13)
+    for trial in range(2000):
+        n = rng.randint(2, 400)
+        kind = trial % 4
+        top = 10 ** rng.randint(1, 7)
+        x = sorted(rng.randrange(top) for _ in range(n)) if kind != 2 else [rng.uniform(-1e3, 1e3) for _ in range(n)]
+        if kind == 0:
+            y = [float(rng.choice([0, 0, 1, 2, 5, 30, 200])) for _ in range(n)]
+        elif kind == 1:
+            y = [float(rng.choice([0, 7])) if trial % 8 else 3.0 for _ in range(n)]       # flat, now and then
+        elif kind == 2:
+            y = [rng.uniform(-1e6, 1e6) * 10 ** rng.randint(-8, 8) for _ in range(n)]
+        else:
+            y = [rng.randint(-5, 500) for _ in range(n)]
+        if len(set(x)) < 2:
+            continue
+        try:
+            r = statistics.correlation(x, y)
+        except statistics.StatisticsError:
+            r = None
+        assert trend(x, y) == (statistics.linear_regression(x, y).slope, r), (x, y)
+
+
 def test_stats_columns_kept_whole_only_where_testing_each_value_gives_the_same():
     """Evidence.stats_columns keeps a column of None and finite floats as it is (checked in C, each
     float copied): the same as testing each value, whatever else a column holds (NaN, infinities, a

@@ -15,7 +15,7 @@ from operator import itemgetter
 from ..evidence.model import Evidence
 from .expert import expert
 from .producers import produces
-from .stats import known, longest_run, quantile, ranked, share, summary, version_at_least
+from .stats import known, longest_run, quantile, ranked, share, summary, trend, version_at_least
 
 MIN_STEADY = 3   # fewer busy samples than this say nothing about a steady state
 # DP engines' rows merged into one per stats tick: loads add up, percentages and latencies average.
@@ -463,10 +463,9 @@ def queue_trend(ev: Evidence, s, w: Window) -> None:
         t_min = min(t)
         sec = [(x - t_min) // _SECOND for x in t]
         if len(set(sec)) > 1:       # a variance not 0 (whole seconds: exact), without Fractions
-            v["waiting_slope_per_min"] = round(statistics.linear_regression(sec, st["waiting"]).slope * 60, 3)
-            try:
-                r = statistics.correlation(sec, st["waiting"])
-            except statistics.StatisticsError:      # a flat queue: no line explains anything
+            slope, r = trend(sec, st["waiting"])
+            v["waiting_slope_per_min"] = round(slope * 60, 3)
+            if r is None:                           # a flat queue: no line explains anything
                 r = 0.0
             v["waiting_trend_r2"] = round(r * r, 3)
     third = height // 3

@@ -4,10 +4,11 @@ from __future__ import annotations
 import math
 import re
 import statistics
+import sys
 from collections import Counter
 from fractions import Fraction
 from itertools import groupby, repeat
-from operator import mul
+from operator import mul, sub
 
 
 def known(xs) -> list:
@@ -91,6 +92,35 @@ def _ratio_sums(counts: Counter) -> tuple | None:
         sx += c * a
         sxx += c * a * a
     return sx, sxx, den
+
+
+# Python 3.11's statistics.linear_regression and correlation: the same centred sums, each made by
+# a generator, twice over. Other versions compute them otherwise (3.10 squares by ** 2.0, 3.12
+# by sumprod): there trend() calls the library.
+_TREND_SUMS = sys.version_info[:2] == (3, 11)
+
+
+def trend(x: list, y: list) -> tuple[float, float | None]:
+    """statistics.linear_regression(x, y).slope and statistics.correlation(x, y), the same floats
+    (None for a correlation with a constant); on Python 3.11 from one set of the library's sums,
+    made in C (fsum's exact sum does not depend on the order). x must not be constant."""
+    if not _TREND_SUMS:
+        slope = statistics.linear_regression(x, y).slope
+        try:
+            return slope, statistics.correlation(x, y)
+        except statistics.StatisticsError:
+            return slope, None
+    n = len(x)
+    if len(y) != n or n < 2:
+        raise statistics.StatisticsError("trend requires two inputs of the same length, at least two points")
+    dx = list(map(sub, x, repeat(math.fsum(x) / n, n)))
+    dy = list(map(sub, y, repeat(math.fsum(y) / n, n)))
+    sxy, sxx, syy = math.fsum(map(mul, dx, dy)), math.fsum(map(mul, dx, dx)), math.fsum(map(mul, dy, dy))
+    try:
+        r = sxy / math.sqrt(sxx * syy)
+    except ZeroDivisionError:
+        r = None
+    return sxy / sxx, r
 
 
 def share(flags: list) -> float:
