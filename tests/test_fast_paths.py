@@ -305,14 +305,15 @@ def test_damaged_stats_lines_are_read_alike_with_and_without_the_fast_path(tmp_p
 
 def test_stdev_from_integer_sums_is_the_librarys_float():
     """signals.stats.stdev (exact sums over the distinct values) gives statistics.stdev's float,
-    bit for bit, on gauges (few values), rates (one decimal), wide ranges and ints."""
+    bit for bit, on gauges (few values), rates (one decimal), wide ranges, signs, zeros, tiny and
+    huge magnitudes (scaled to integers in C, or past that the ratios' way) and ints."""
     import statistics
 
     from diagnose.signals.stats import quantile, ranked, stdev
     rng = random.Random(11)
-    for trial in range(3000):
+    for trial in range(4000):
         n = rng.randint(2, 300)
-        kind = trial % 5
+        kind = trial % 8
         if kind == 0:
             xs = [round(rng.uniform(0, 100), 1) for _ in range(n)]
         elif kind == 1:
@@ -321,8 +322,15 @@ def test_stdev_from_integer_sums_is_the_librarys_float():
             xs = [rng.random() * 10 ** rng.randint(-5, 12) for _ in range(n)]
         elif kind == 3:
             xs = [rng.choice([0.0, 1.5, 1e-300, 1e300, 3.25]) for _ in range(n)]
-        else:
+        elif kind == 4:
             xs = [rng.randint(-5, 5) for _ in range(n)]
+        elif kind == 5:         # signs, zeros of both signs, values of the same magnitude repeated
+            xs = [rng.choice([0.0, -0.0, -2.5, rng.uniform(-1e3, 1e3), round(rng.uniform(-50, 50), 2)]) for _ in range(n)]
+        elif kind == 6:         # magnitudes near the ends: subnormals, 2**53 and past, 1e280 (overflows scaled)
+            pool = rng.sample([5e-324, 2.5e-310, 1e-200, 2.0 ** 53, 2.0 ** 53 + 2, 3e17, 1e280, -7.0, 0.1], 3)
+            xs = [rng.choice(pool) * rng.choice([1, 3, -1]) for _ in range(n)]
+        else:                   # one value, or zeros only
+            xs = [rng.choice([0.0, -0.0])] * n if trial % 16 == 7 else [rng.uniform(-1, 1)] * n
         assert stdev(xs) == statistics.stdev(xs), xs
         ordered = sorted(xs)
         for q in (0.5, 0.9, 0.95):
@@ -330,10 +338,40 @@ def test_stdev_from_integer_sums_is_the_librarys_float():
     assert stdev([1.0]) is None
 
 
+def test_trend_is_the_librarys_slope_and_correlation():
+    """signals.stats.trend (on Python 3.11 one set of sums, made in C) gives
+    statistics.linear_regression's slope and statistics.correlation, bit for bit: whole seconds
+    against queue lengths (steps, bursts, a flat queue), floats against floats, ints against ints."""
+    import statistics
+
+    from diagnose.signals.stats import trend
+    rng = random.Random(13)
+    for trial in range(2000):
+        n = rng.randint(2, 400)
+        kind = trial % 4
+        top = 10 ** rng.randint(1, 7)
+        x = sorted(rng.randrange(top) for _ in range(n)) if kind != 2 else [rng.uniform(-1e3, 1e3) for _ in range(n)]
+        if kind == 0:
+            y = [float(rng.choice([0, 0, 1, 2, 5, 30, 200])) for _ in range(n)]
+        elif kind == 1:
+            y = [float(rng.choice([0, 7])) if trial % 8 else 3.0 for _ in range(n)]       # flat, now and then
+        elif kind == 2:
+            y = [rng.uniform(-1e6, 1e6) * 10 ** rng.randint(-8, 8) for _ in range(n)]
+        else:
+            y = [rng.randint(-5, 500) for _ in range(n)]
+        if len(set(x)) < 2:
+            continue
+        try:
+            r = statistics.correlation(x, y)
+        except statistics.StatisticsError:
+            r = None
+        assert trend(x, y) == (statistics.linear_regression(x, y).slope, r), (x, y)
+
+
 def test_stats_columns_kept_whole_only_where_testing_each_value_gives_the_same():
-    """Evidence.stats_columns keeps a column of None and finite floats as it is (checked in C):
-    the same as testing each value, whatever else a column holds (NaN, infinities, a sum that
-    overflows, ints, bools, text, a float subclass)."""
+    """Evidence.stats_columns keeps a column of None and finite floats as it is (checked in C, each
+    float copied): the same as testing each value, whatever else a column holds (NaN, infinities, a
+    sum that overflows, ints, bools, text, a float subclass), -0.0 kept."""
     import math
 
     from diagnose.evidence.model import Evidence, _finite
@@ -347,7 +385,7 @@ def test_stats_columns_kept_whole_only_where_testing_each_value_gives_the_same()
     odd = [float("nan"), float("inf"), -float("inf"), 1e308, -1e308, 3, True, "2.5", "x", F(1.5), 0.0, -0.0]
     rng = random.Random(5)
     for trial in range(500):
-        xs = [rng.choice([None, 0.0, 1.5, rng.uniform(-1e6, 1e6)]) for _ in range(rng.randint(1, 30))]
+        xs = [rng.choice([None, 0.0, -0.0, 1.5, rng.uniform(-1e6, 1e6)]) for _ in range(rng.randint(1, 30))]
         if trial % 2:
             xs[rng.randrange(len(xs))] = rng.choice(odd)
         ev = Evidence()
@@ -355,7 +393,7 @@ def test_stats_columns_kept_whole_only_where_testing_each_value_gives_the_same()
             ev.add_stats({"running": x})
         got = ev.stats_columns()["running"]
         want = one_by_one(xs)
-        assert [(type(x), x) for x in got] == [(type(x), x) for x in want], xs
+        assert [(type(x), repr(x)) for x in got] == [(type(x), repr(x)) for x in want], xs     # -0.0 too
 
 
 def test_longest_run_and_the_median_step_are_the_plain_loops_figures():

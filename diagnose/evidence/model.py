@@ -409,7 +409,11 @@ class Evidence:
             if k not in present:
                 cols[k] = [None] * len(rows)
             elif kind == "f":     # parsers give floats: most columns are kept as they are, else each
-                col = [r.get(k) for r in rows]      # value tested inline, the rest converted
+                # value tested inline, the rest converted. A float is copied as it is read (x * 1.0 is
+                # x, bit for bit, -0.0 too): the copies lie one after another, where the rows' own are
+                # scattered over the heap among their dicts, and the analysis reads each column a
+                # dozen times over (a cache miss a value was most of its time on a day's samples).
+                col = [x * 1.0 if (x := r.get(k)).__class__ is float else x for r in rows]
                 cols[k] = col if _finite_floats(col) else [
                     x if x is None or (x.__class__ is float and -_INF < x < _INF) else _finite(x) for x in col]
             elif kind == "b":

@@ -10,12 +10,13 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from datetime import timedelta
-from operator import itemgetter
+from itertools import compress
+from operator import add, itemgetter
 
 from ..evidence.model import Evidence
 from .expert import expert
 from .producers import produces
-from .stats import known, longest_run, quantile, ranked, share, summary, version_at_least
+from .stats import known, longest_run, quantile, ranked, share, summary, trend, version_at_least
 
 MIN_STEADY = 3   # fewer busy samples than this say nothing about a steady state
 # DP engines' rows merged into one per stats tick: loads add up, percentages and latencies average.
@@ -158,13 +159,14 @@ def busy(ev: Evidence, s) -> Rows | None:
         df = _merge_dp_ticks(df)
     else:
         df["rank_running_max"] = df["rank_running_mean"] = df["running"]
-    activity = list(zip(df["running"], df["waiting"], df["gen_tps"], df["prompt_tps"], df["ttft_p50"], df["itl_p50"]))
+    activity = [df[k] for k in ("running", "waiting", "gen_tps", "prompt_tps", "ttft_p50", "itl_p50")]
     # A probe's one-token prefill every few seconds (0.2 tokens/s, nothing running) is not work.
-    # (Written out rather than three any() of generators: one sample each of 50,000.)
+    # (Written out rather than three any() of generators: one sample each of 50,000; zip's tuples
+    # unpacked as they come, not kept.)
     flags = [(r is not None and r > 0) or (q is not None and q > 0) or (g is not None and g >= 1) or (p is not None and p >= 1)
-             or (t is not None and t > 0) or (i is not None and i > 0) for r, q, g, p, t, i in activity]
-    busy_idx = [i for i, b in enumerate(flags) if b]
-    if not busy_idx and all(x is None for row in activity for x in row):
+             or (t is not None and t > 0) or (i is not None and i > 0) for r, q, g, p, t, i in zip(*activity)]
+    busy_idx = list(compress(range(len(flags)), flags))
+    if not busy_idx and all(x is None for col in activity for x in col):
         # Nothing says whether it worked: unknown, never "idle".
         v["steady_samples"] = 0
         v["activity_unknown"] = True
@@ -173,8 +175,8 @@ def busy(ev: Evidence, s) -> Rows | None:
     v["busy_samples"] = len(busy_idx)
     # What the busy samples held at most: a test request or two finishing inside one interval
     # (running 0 or 1, nothing waiting) is an idle server, not an unjudgeable one.
-    v["busy_running_max"] = max((df["running"][i] or 0.0 for i in busy_idx), default=None)
-    v["busy_waiting_max"] = max((df["waiting"][i] or 0.0 for i in busy_idx), default=None)
+    v["busy_running_max"] = max([df["running"][i] or 0.0 for i in busy_idx], default=None)
+    v["busy_waiting_max"] = max([df["waiting"][i] or 0.0 for i in busy_idx], default=None)
     return Rows(df, flags, busy_idx)
 
 
@@ -232,17 +234,15 @@ def steady(ev: Evidence, s, rows: Rows) -> Window | None:
     """The steady window: busy samples, minus the first sample after each idle stretch (the
     interval it averages was partly idle) when enough samples remain."""
     v = s.values
-    keep = []
-    prev_busy = False
-    for i, b in enumerate(rows.flags):
-        if b and (prev_busy or len(rows.busy_idx) < 4):
-            keep.append(i)
-        prev_busy = b
+    flags = rows.flags
+    keep = [i for i in rows.busy_idx if i and flags[i - 1]] if len(rows.busy_idx) >= 4 else list(rows.busy_idx)
     if len(keep) < 2:
         keep = rows.busy_idx
-    pick = itemgetter(*keep) if len(keep) > 1 else None     # C picks the kept samples of each column
-    st = {k: list(pick(col)) if pick is not None else [col[i] for i in keep] for k, col in rows.df.items()}
     height = len(keep)
+    pick = itemgetter(*keep) if len(keep) > 1 else None     # C picks the kept samples of each column
+    # A column no sample has (most of them, for one engine's lines) is made, not picked.
+    st = {k: [None] * height if col and col[0] is None and col.count(None) == len(col)
+          else list(pick(col)) if pick is not None else [col[i] for i in keep] for k, col in rows.df.items()}
     v["steady_samples"] = height
     if height < MIN_STEADY:
         v["too_few_samples"] = True
@@ -390,11 +390,13 @@ def load_shape(ev: Evidence, s, w: Window) -> None:
     if cgm and rank_run:
         v["running_over_graph_share"] = round(share([x > cgm for x in rank_run]), 3)
     if w.known("running"):
-        v["offered_concurrency_max"] = round(max((r or 0.0) + (q or 0.0) for r, q in zip(st["running"], st["waiting"])), 1)
+        v["offered_concurrency_max"] = round(max([(r or 0.0) + (q or 0.0) for r, q in zip(st["running"], st["waiting"])]), 1)
     if w.known("prompt_tps") and w.known("gen_tps"):
-        both = [(p, g) for p, g in zip(st["prompt_tps"], st["gen_tps"]) if p is not None and g is not None]
-        tot = sum(p + g for p, g in both)
-        v["prompt_share"] = round(sum(p for p, _ in both) / tot, 3) if tot else None
+        # the samples with both, as two lists: the sums in C, over the same values in the same order
+        both = [p is not None and g is not None for p, g in zip(st["prompt_tps"], st["gen_tps"])]
+        prompt, gen = list(compress(st["prompt_tps"], both)), list(compress(st["gen_tps"], both))
+        tot = sum(map(add, prompt, gen))
+        v["prompt_share"] = round(sum(prompt) / tot, 3) if tot else None
     waiting = w.known("waiting")
     if waiting:
         v["waiting_nonzero_share"] = round(share([x > 0 for x in waiting]), 3)
@@ -420,20 +422,23 @@ def scaling(ev: Evidence, s, w: Window) -> None:
     # more tokens/s and the server, not the client, is the limit.
     pairs = [(r, g) for r, g in zip(st["running"], st["gen_tps"]) if r and g is not None and r > 0]
     if len(pairs) >= 6:
-        top = max(r for r, _ in pairs)
-        hi = [(r, g) for r, g in pairs if r >= 0.8 * top]
-        lo = [(r, g) for r, g in pairs if 0.35 * top <= r <= 0.65 * top]
-        if len(hi) >= 3 and len(lo) >= 3 and statistics.fmean(g for _, g in lo) > 0:
-            load = statistics.fmean(r for r, _ in hi) / statistics.fmean(r for r, _ in lo)
-            tokens = statistics.fmean(g for _, g in hi) / statistics.fmean(g for _, g in lo)
+        top = max([r for r, _ in pairs])
+        hi_from, lo_from, lo_to = 0.8 * top, 0.35 * top, 0.65 * top
+        hi = [(r, g) for r, g in pairs if r >= hi_from]
+        lo = [(r, g) for r, g in pairs if lo_from <= r <= lo_to]
+        lo_tokens = statistics.fmean([g for _, g in lo]) if len(hi) >= 3 and len(lo) >= 3 else 0
+        if lo_tokens > 0:
+            load = statistics.fmean([r for r, _ in hi]) / statistics.fmean([r for r, _ in lo])
+            tokens = statistics.fmean([g for _, g in hi]) / lo_tokens
             v["gen_tps_gain_per_load"] = round(tokens / load, 2)
     # A sequence's decode speed when the GPU is not also prefilling: the samples without prompt
     # tokens (else all samples, which understates it) — the yardstick for how long prefill takes.
-    pure = [g / r for g, r, p in zip(st["gen_tps"], st["running"], st["prompt_tps"])
-            if g and r and r > 0 and p == 0]
-    mixed = [g / r for g, r in zip(st["gen_tps"], st["running"]) if g and r and r > 0]
-    if pure or mixed:
-        v["decode_tps_per_sequence"] = round(quantile(pure or mixed, 0.9), 2)
+    per_seq = [g / r for g, r, p in zip(st["gen_tps"], st["running"], st["prompt_tps"])
+               if g and r and r > 0 and p == 0]
+    if not per_seq:
+        per_seq = [g / r for g, r in zip(st["gen_tps"], st["running"]) if g and r and r > 0]
+    if per_seq:
+        v["decode_tps_per_sequence"] = round(quantile(per_seq, 0.9), 2)
     run = w.known("running")
     rmax = v["running_max"] or 0
     v["running_plateau_share"] = round(share([x >= rmax * 0.95 for x in run]), 3) if rmax else None
@@ -463,10 +468,9 @@ def queue_trend(ev: Evidence, s, w: Window) -> None:
         t_min = min(t)
         sec = [(x - t_min) // _SECOND for x in t]
         if len(set(sec)) > 1:       # a variance not 0 (whole seconds: exact), without Fractions
-            v["waiting_slope_per_min"] = round(statistics.linear_regression(sec, st["waiting"]).slope * 60, 3)
-            try:
-                r = statistics.correlation(sec, st["waiting"])
-            except statistics.StatisticsError:      # a flat queue: no line explains anything
+            slope, r = trend(sec, st["waiting"])
+            v["waiting_slope_per_min"] = round(slope * 60, 3)
+            if r is None:                           # a flat queue: no line explains anything
                 r = 0.0
             v["waiting_trend_r2"] = round(r * r, 3)
     third = height // 3

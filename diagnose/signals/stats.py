@@ -4,9 +4,11 @@ from __future__ import annotations
 import math
 import re
 import statistics
+import sys
 from collections import Counter
 from fractions import Fraction
-from itertools import groupby
+from itertools import groupby, repeat
+from operator import mul, sub
 
 
 def known(xs) -> list:
@@ -36,30 +38,89 @@ _SQRT_OF_FRAC = getattr(statistics, "_float_sqrt_of_frac", None)
 def stdev(xs: list) -> float | None:
     """statistics.stdev, the same float, without a Fraction per sample (50,000 samples took a
     quarter of a second): the exact sums over the distinct values (a gauge repeats a few hundred
-    values), each an integer over the largest power-of-two denominator among them, then the same
-    correctly rounded root of the same exact variance."""
+    values), each an integer over one power of two, then the same correctly rounded root of the
+    same exact variance."""
     if len(xs) < 2:
         return None
     if _SQRT_OF_FRAC is None:
         return statistics.stdev(xs)
     counts = Counter(xs)
+    sums = _scaled_sums(counts) if set(map(type, counts)) <= _FLOAT else None
+    if sums is None:
+        sums = _ratio_sums(counts)
+    if sums is None:
+        return statistics.stdev(xs)         # a Decimal, a Fraction, a bool, NaN: the library's own way
+    sx, sxx, den = sums
+    n = len(xs)
+    mss = Fraction(n * sxx - sx * sx, n * (n - 1) * den * den)
+    return _SQRT_OF_FRAC(mss.numerator, mss.denominator)
+
+
+_FLOAT = {float}
+
+
+def _scaled_sums(counts: Counter) -> tuple | None:
+    """Σx and Σx² of floats as integers over one power of two, den, in C (a rate has thousands of
+    distinct values: as_integer_ratio and a loop a value took longer than the rest of the run's
+    statistics): x · 2^(53 - e), e the binary exponent of the smallest magnitude, is an integer for
+    every x, and exact (a power of two moves only the exponent). den is a multiple of the largest
+    denominator _ratio_sums takes: the same variance once Fraction reduces it. None where a value
+    is not finite or the product overflows."""
+    tiny = min(map(abs, filter(None, counts)), default=1.0)
+    den = 2 ** max(0, 53 - math.frexp(tiny)[1])
+    try:
+        ints = list(map(int, map(mul, counts, repeat(float(den)))))
+    except (ValueError, OverflowError):     # NaN, an infinity, or past the largest float
+        return None
+    cs = counts.values()
+    return sum(map(mul, ints, cs)), sum(map(mul, map(mul, ints, ints), cs)), den
+
+
+def _ratio_sums(counts: Counter) -> tuple | None:
+    """Σx and Σx² as integers over the largest denominator among the values' ratios (floats and
+    ints); None for anything else, NaN or an infinity."""
     if not all(x.__class__ is float or x.__class__ is int for x in counts):
-        return statistics.stdev(xs)         # a Decimal, a Fraction, a bool: the library's own way
+        return None
     try:
         ratios = [(x.as_integer_ratio(), c) for x, c in counts.items()]
-    except (ValueError, OverflowError):     # NaN or an infinity: the library's way (outside this handler)
-        ratios = None
-    if ratios is None:
-        return statistics.stdev(xs)
+    except (ValueError, OverflowError):
+        return None
     den = max(d for (_, d), _ in ratios)        # every denominator a power of two: each divides it
     sx = sxx = 0
     for (a, d), c in ratios:
         a *= den // d
         sx += c * a
         sxx += c * a * a
-    n = len(xs)
-    mss = Fraction(n * sxx - sx * sx, n * (n - 1) * den * den)
-    return _SQRT_OF_FRAC(mss.numerator, mss.denominator)
+    return sx, sxx, den
+
+
+# Python 3.11's statistics.linear_regression and correlation: the same centred sums, each made by
+# a generator, twice over. Other versions compute them otherwise (3.10 squares by ** 2.0, 3.12
+# by sumprod): there trend() calls the library.
+_TREND_SUMS = sys.version_info[:2] == (3, 11)
+
+
+def trend(x: list, y: list) -> tuple[float, float | None]:
+    """statistics.linear_regression(x, y).slope and statistics.correlation(x, y), the same floats
+    (None for a correlation with a constant); on Python 3.11 from one set of the library's sums,
+    made in C (fsum's exact sum does not depend on the order). x must not be constant."""
+    if not _TREND_SUMS:
+        slope = statistics.linear_regression(x, y).slope
+        try:
+            return slope, statistics.correlation(x, y)
+        except statistics.StatisticsError:
+            return slope, None
+    n = len(x)
+    if len(y) != n or n < 2:
+        raise statistics.StatisticsError("trend requires two inputs of the same length, at least two points")
+    dx = list(map(sub, x, repeat(math.fsum(x) / n, n)))
+    dy = list(map(sub, y, repeat(math.fsum(y) / n, n)))
+    sxy, sxx, syy = math.fsum(map(mul, dx, dy)), math.fsum(map(mul, dx, dx)), math.fsum(map(mul, dy, dy))
+    try:
+        r = sxy / math.sqrt(sxx * syy)
+    except ZeroDivisionError:
+        r = None
+    return sxy / sxx, r
 
 
 def share(flags: list) -> float:
