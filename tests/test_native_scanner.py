@@ -208,10 +208,17 @@ def _wrapped_dump_log(tmp_path):
     return wrapped_dump_log(tmp_path)[0]
 
 
+STATS_LINE = ("(APIServer pid=7) INFO 11-20 09:04:{s:02d} [loggers.py:123] Engine 000: Avg prompt throughput: {p}.5 "
+              "tokens/s, Avg generation throughput: 20.0 tokens/s, Running: {r} reqs, Waiting: 0 reqs, GPU KV cache "
+              "usage: 5.0%, Prefix cache hit rate: 0.0%\n")
+
+
 def _small_edges(tmp_path):
     long_line = b"INFO 11-20 09:04:00 [x.py:1] a long Error line " + b"y" * 5000 + b"\n"
     p = tmp_path / "small-edges.log"
-    body = b"".join(EDGE_LINES + UNSURE_LINES)
+    # stats lines C reads among them, alone and in a row (their copies: native.TEXT_BYTES)
+    stats = [STATS_LINE.format(s=i, p=i, r=i % 4).encode() for i in range(6)]
+    body = b"".join(EDGE_LINES[:4] + stats[:1] + EDGE_LINES[4:] + stats[1:] + UNSURE_LINES)
     p.write_bytes(PREAMBLE + body * 3 + long_line + body + b"INFO 11-20 09:05:00 [x.py:1] last Error, no newline")
     return p
 
@@ -302,3 +309,36 @@ def test_the_small_input_path_flags_the_lines_the_keyword_regex_finds():
         assert c.rows == py.rows
         flagged += len(c.rows)
     assert len(blocks) > 100 and flagged > 10_000
+
+
+def test_a_stats_line_c_copied_is_the_files_line(tmp_path, monkeypatch):
+    """C copies the stats lines it reads in a file range (up to native.TEXT_BYTES a segment) for
+    the parsers' thread, which reads other lines again from the file: each copy is the file's
+    line; past the cap a line has none and is read from the file."""
+    _native_or_skip()
+    import os
+
+    from diagnose.sources.readers import native
+    from diagnose.sources.readers.segments import ROW_KEYWORD, STATS_TEXT, STATS_WIDTH
+    lines = [STATS_LINE.format(s=i % 60, p=i, r=i % 4).encode() for i in range(400)]
+    f = tmp_path / "stats.log"
+    f.write_bytes(PREAMBLE + b"".join(x + EDGE_LINES[i % 4] for i, x in enumerate(lines)))
+    monkeypatch.setattr(native, "TEXT_BYTES", 20_000)      # room for ~90 of them
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        segs = native.scan_range(native.load(), fd, 0, size, size, 20, fd)
+        copied = read_again = 0
+        for seg in segs:
+            assert len(seg.blob) <= 20_000
+            for row in seg.rows:
+                if row[0] != ROW_KEYWORD or not row[4]:
+                    continue            # not a stats line C read (row[4] of an access line: its status)
+                k = (row[4] - 1) * STATS_WIDTH
+                at = int(seg.rows.stats[k + STATS_TEXT])
+                assert seg.text(row[2], row[3], at) == os.pread(fd, row[3] - row[2], row[2])
+                copied += at >= 0
+                read_again += at < 0
+    finally:
+        os.close(fd)
+    assert copied + read_again == len(lines) and copied > 50 and read_again > 50

@@ -34,7 +34,7 @@ from .readers.files import Input, InputError, read_ahead
 from .readers.lineprefix import Clock, Line, peel
 from .readers.progress import advancer, counted, progress_bar
 from .readers.scanner import ScanCounts, segments
-from .readers.segments import MAX_LINE, STATS_WIDTH, StatsRun, read
+from .readers.segments import MAX_LINE, STATS_TEXT, STATS_WIDTH, StatsRun, read
 from .readers.unwrap import unwrap
 from .sniff import SNIFF_BYTES, binary_head, endless_binary, sniff_head, whole_kind
 
@@ -643,8 +643,8 @@ def _c_stats_run(st: _State, cov: Coverage, clock: Clock, run: StatsRun, big: bo
     if st.region is not None or any(p.followers and p.wants_more() for p in (st.piece, piece)):
         # the first line as any other (the rest then come one by one)
         n = base + first[1] + 1
-        text = seg.row_text(first).decode("utf-8", "replace")
         k = (first[4] - 1) * STATS_WIDTH
+        text = seg.text(first[2], first[3], int(stats[k + STATS_TEXT])).decode("utf-8", "replace")
         run.done, run.last_n = 1, n
         try:
             _one(st, cov, clock, n, text, stats[k:k + STATS_WIDTH], big, fmt_kw)
@@ -664,11 +664,12 @@ def _c_stats_run(st: _State, cov: Coverage, clock: Clock, run: StatsRun, big: bo
     ns = []
     for row in rows:
         n = base + row[1] + 1
-        a, z, t = row[2], row[3], row[5]
-        # Segment.row_text inline: the buffer, C's copy of the line, or the file
-        text = (buf[a:z] if fd is None else blob[t:t + z - a] if t >= 0 else pread(fd, z - a, a)).decode("utf-8", "replace")
+        a, z = row[2], row[3]
         k = (row[4] - 1) * STATS_WIDTH - k0
         v = vals[k:k + STATS_WIDTH]
+        t = int(v[STATS_TEXT])
+        # Segment.text inline: the buffer, C's copy of the line, or the file
+        text = (buf[a:z] if fd is None else blob[t:t + z - a] if t >= 0 else pread(fd, z - a, a)).decode("utf-8", "replace")
         proc = None if v[3] < 0 else text[int(v[3]):int(v[3] + v[4])]
         if "v1_engine" in ev.facts and (proc is None or (proc in procs and proc != "VllmWorkerProcess")):
             # what feed_values does when the engine's kind is known and the process (if any)

@@ -19,13 +19,12 @@ from ...redact import redact
 from ..engines.common import MAX_PREFIXES, count_head
 from .lineprefix import visible
 
-# kind, line index in the segment, start and end offsets of its text, status; and (C's rows) where
-# the line's copy is in the segment's `blob`, -1 where it has none
-ROW_WIDTH = 6
+ROW_WIDTH = 5           # kind, line index in the segment, start and end offsets of its text, status
 # The values the C reader reads of a vLLM stats line (scan.c: dg_stats_line), per such keyword row:
-# where the message, level, process name and time are in the line, the numbers, and the time's
-# hour, minute and second.
-STATS_WIDTH = 18
+# where the message, level, process name and time are in the line, the numbers, the time's hour,
+# minute and second, and where the line's copy is in the segment's `blob` (-1: none; STATS_TEXT).
+STATS_WIDTH = 19
+STATS_TEXT = 18
 # The longest line read: a longer one is cut to its first MAX_LINE bytes (counted, and said in a
 # note); the rest of it is skipped unread. Every reader cuts at the same place: a line with no
 # newline in its first MAX_LINE bytes. (As large as the C reader's buffer: it holds one line whole.)
@@ -91,18 +90,14 @@ class Segment:
         self.rows: list = []
         self.heads: list = []
         self.head_counts: dict | None = None
-        self.blob: bytes | None = None  # C's copy of its rows' lines, read from a file (native.scan_range)
+        self.blob: bytes | None = None  # C's copies of its stats lines, read from a file (native.scan_range)
 
-    def text(self, a: int, z: int) -> bytes:
-        return self.buf[a:z] if self.fd is None else os.pread(self.fd, z - a, a)
-
-    def row_text(self, row) -> bytes:
-        """A row's line: from the buffer, C's copy of it, or else the file."""
-        a, z = row[2], row[3]
+    def text(self, a: int, z: int, copy: int = -1) -> bytes:
+        """The bytes between offsets a and z: from the buffer, C's copy of the line (`copy`: where it
+        is in `blob`, a stats line's STATS_TEXT value), or else the file."""
         if self.fd is None:
             return self.buf[a:z]
-        t = row[5]
-        return self.blob[t:t + z - a] if t >= 0 else os.pread(self.fd, z - a, a)
+        return self.blob[copy:copy + z - a] if copy >= 0 else os.pread(self.fd, z - a, a)
 
     def line_at(self, at: int) -> bytes:
         """The line that starts at `at`, without its newline."""
@@ -214,7 +209,7 @@ class _Tally:
     def _examples(self, seg: Segment, kind: str, rows, total: int) -> None:
         base = self.base
         note_examples(self.ev, kind, self.display,
-                      ((base + r[1] + 1, seg.row_text(r).decode("utf-8", "replace")) for r in rows), total)
+                      ((base + r[1] + 1, seg.text(r[2], r[3]).decode("utf-8", "replace")) for r in rows), total)
 
     def _lines_for_parsers(self, seg: Segment, kw):
         """The keyword lines; and while a parser is in the middle of a wrapped dump (`follow()`),
@@ -263,9 +258,10 @@ class _Tally:
             self.last = last
             if row[4] and stats:        # a stats line C read: its values, for loading's fast path
                 k = (row[4] - 1) * STATS_WIDTH
-                yield n, seg.row_text(row).decode("utf-8", "replace"), stats[k:k + STATS_WIDTH]
+                v = stats[k:k + STATS_WIDTH]
+                yield n, seg.text(row[2], row[3], int(v[STATS_TEXT])).decode("utf-8", "replace"), v
             else:
-                yield n, seg.row_text(row).decode("utf-8", "replace"), True
+                yield n, seg.text(row[2], row[3]).decode("utf-8", "replace"), True
         self.last = last
 
     def _every_line(self, seg: Segment, keyword: set):

@@ -188,12 +188,11 @@ def _check(lib) -> None:
 
 _buffers = threading.local()
 HEAD_SLOTS = 1 << 16
-# The rows' lines of a file range copied out as it is scanned, up to this many bytes per segment
-# (the parsers' thread then slices them, where a pread each took a fifth of a stats line's time);
-# the lines of rows past it are read again from the file. Bounds what a segment holds: a 32 MB range
-# of a stats-heavy log needs ~1 MB; a keyword-dense one (every line a start-up line) would fill any
-# size, and 4 MB each raised the peak of 9,800 launches in one file by ~30 MB (malloc keeps what
-# big blocks leave), 1 MB by ~3.
+# The stats lines C read in a file range copied out as it is scanned (scan.c: keep_text), up to this
+# many bytes per segment (the parsers' thread then slices them, where a pread each took a fifth of a
+# stats line's time); the lines past it, and other rows' lines, are read again from the file. A 32 MB
+# range of a stats-heavy log holds ~0.6 MB of them. Copies of every row's line (a log of start-up
+# lines only fills any size) raised the peak of 9,800 launches in one file by ~30 MB.
 TEXT_BYTES = 1 << 20
 # A file range is read through one buffer of this size per thread: a line that does not fit is
 # cut there, as every reader cuts it (segments.MAX_LINE).

@@ -31,7 +31,7 @@ static int use_avx2, use_clmul;
 #endif
 
 #define NSTATUS 1000
-#define ROW_WIDTH 6         /* kind, line index in the block, start, end, status, where its text is copied (-1: not) */
+#define ROW_WIDTH 5         /* kind, line index in the block, start, end, status */
 enum { ROW_KEYWORD = 0, ROW_PROBE = 1, ROW_HTTP = 2, ROW_RECEIVED = 3 };
 
 typedef struct {
@@ -502,9 +502,9 @@ static int is_probe(const uint8_t *path, int64_t n)
  * what that reads is taken here (ASCII, no `ip=`, no ANSI or CR, no trailing blank, numbers as
  * digits with at most one point, V1's queue and its two usual items or none); any other line is
  * left to Python as before. tests/test_native_scanner.py holds both to the same values. */
-#define STATS_WIDTH 18
+#define STATS_WIDTH 19
 enum { ST_MSG, ST_LEVEL, ST_LEVEL_LEN, ST_PROC, ST_PROC_LEN, ST_MON, ST_DAY, ST_HMS, ST_ENG,
-       ST_PTPS, ST_GTPS, ST_RUN, ST_WAIT, ST_KV, ST_HIT, ST_H, ST_M, ST_S };
+       ST_PTPS, ST_GTPS, ST_RUN, ST_WAIT, ST_KV, ST_HIT, ST_H, ST_M, ST_S, ST_TEXT };
 
 static int lit(const uint8_t **p, const uint8_t *e, const char *s, int n)
 {
@@ -560,7 +560,7 @@ int dg_stats_line(const uint8_t *s, const uint8_t *e, double *v)
     if (e > s && (e[-1] == ' ' || e[-1] == '\r')) return 0;
     for (const uint8_t *q = s; q < e; q++)
         if (*q >= 0x7F || *q < 0x20) return 0;      /* ANSI, CR, tabs, non-ASCII: Python decides */
-    v[ST_PROC] = -1; v[ST_PROC_LEN] = 0;
+    v[ST_PROC] = -1; v[ST_PROC_LEN] = 0; v[ST_TEXT] = -1;
     if (p < e && *p == '(') {                       /* (Name pid=N) */
         const uint8_t *n = ++p;
         if (p >= e || !((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '_')) return 0;
@@ -643,17 +643,18 @@ int64_t dg_keyword_flags(const uint8_t *buf, int64_t n, uint8_t *flags, int64_t 
  * for the table that finds them. */
 #define HEAD_SLOTS 65536
 
-/* A row's line copied into `text` while it is at hand (a file range's buffer is reused: read again
- * later, each line cost the parsers' thread a pread), up to `cap` bytes in all; r[5] says where,
- * or -1 when it did not fit or no `text` was given (a block held in memory). */
-static inline void keep_text(int64_t *r, const uint8_t *s, const uint8_t *e, uint8_t *text, int64_t cap,
+/* A stats line C read (its values `v`): the line copied into `text` while it is at hand (a file
+ * range's buffer is reused: read again later, each of a long-running server's ~85,000 a GB cost the
+ * parsers' thread a pread), up to `cap` bytes in all; v[ST_TEXT] says where, or stays -1 when it
+ * did not fit or no `text` was given (a block held in memory). Other rows' lines are few, or many
+ * in a log of start-up lines only, whose copies would only make a segment bigger: read again. */
+static inline void keep_text(double *v, const uint8_t *s, const uint8_t *e, uint8_t *text, int64_t cap,
                              int64_t *n_text)
 {
     int64_t len = e - s;
-    r[5] = -1;
     if (text && *n_text + len <= cap) {
         memcpy(text + *n_text, s, (size_t)len);
-        r[5] = *n_text;
+        v[ST_TEXT] = (double)*n_text;
         *n_text += len;
     }
 }
@@ -700,7 +701,6 @@ int64_t dg_scan(const uint8_t *buf, int64_t n, int64_t pos, dg_totals *t, int64_
                 if (t->kept_rcv < keep) {
                     t->kept_rcv++;
                     r[0] = ROW_RECEIVED; r[1] = line; r[2] = start; r[3] = stop; r[4] = 0;
-                    keep_text(r, s, e, text, text_cap, n_text);
                     (*n_rows)++;
                 }
             }
@@ -717,7 +717,6 @@ int64_t dg_scan(const uint8_t *buf, int64_t n, int64_t pos, dg_totals *t, int64_
                 if (t->kept[status] < keep) {
                     t->kept[status]++;
                     r[0] = ROW_HTTP; r[1] = line; r[2] = start; r[3] = stop; r[4] = status;
-                    keep_text(r, s, e, text, text_cap, n_text);
                     (*n_rows)++;
                     r += ROW_WIDTH;
                 }
@@ -730,7 +729,6 @@ int64_t dg_scan(const uint8_t *buf, int64_t n, int64_t pos, dg_totals *t, int64_
                 if (t->kept_probe < keep) {
                     t->kept_probe++;
                     r[0] = ROW_PROBE; r[1] = line; r[2] = start; r[3] = stop; r[4] = status;
-                    keep_text(r, s, e, text, text_cap, n_text);
                     (*n_rows)++;
                 }
             }
@@ -738,10 +736,10 @@ int64_t dg_scan(const uint8_t *buf, int64_t n, int64_t pos, dg_totals *t, int64_
         }
         if (has_keyword(s, e - s)) {
             r[0] = ROW_KEYWORD; r[1] = line; r[2] = start; r[3] = stop; r[4] = 0;
-            keep_text(r, s, e, text, text_cap, n_text);
             (*n_rows)++;
             /* a stats line read here: its values follow the segment's earlier ones, r[4] says which */
             if (stats && dg_stats_line(s, e, stats + *n_stats * STATS_WIDTH)) {
+                keep_text(stats + *n_stats * STATS_WIDTH, s, e, text, text_cap, n_text);
                 r[4] = 1 + t->stats++;
                 (*n_stats)++;
             }
