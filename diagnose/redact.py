@@ -25,9 +25,9 @@ _TOKEN_IDS = lazy(r"((?:token_ids|input_ids|output_ids|fill_ids)['\"]?\s*[:=]\s*
 # `Authorization: Bearer …`, `?api_key=…`, `'x-api-key': '…'`, `token=…`, `password=…`: the key,
 # an optional quote, `:` or `=`, then a value of 8+ characters with a letter in it (so SGLang's
 # `#token: 12345678` stays).
-_BEARER = lazy(
-    r"(?i)(bearer\s+|(?:authorization|api[_-]?key|access[_-]?token|token|secret|password|passwd)['\"]?\s*[=:]\s*['\"]?"
-    r"(?:bearer\s+)?)(?=[A-Za-z0-9._~+/\-]*[A-Za-z])[A-Za-z0-9._~+/\-]{8,}=*")
+_BEARER_KEY = (r"(bearer\s+|(?:authorization|api[_-]?key|access[_-]?token|token|secret|password|passwd)['\"]?\s*[=:]"
+               r"\s*['\"]?(?:bearer\s+)?)")
+_BEARER = lazy(r"(?i)" + _BEARER_KEY + r"(?=[A-Za-z0-9._~+/\-]*[A-Za-z])[A-Za-z0-9._~+/\-]{8,}=*")
 # Starts only where a run of address characters starts (else each of its characters was a new, long try).
 _EMAIL = lazy(r"(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.-]+")
 _SK = lazy(r"\bsk-[A-Za-z0-9_\-]{16,}")
@@ -129,8 +129,7 @@ _CREDENTIAL_WORDS = ("bearer", "authoriz", "key", "token", "secret", "passw")
 # _BEARER's shape in lower case, without (?i): on an ASCII text's lower case it finds a match just
 # where _BEARER finds one in the text (case folds nothing else there), ~4 times faster. Config dumps
 # name `max_num_batched_tokens` and `tokenizer`: most texts _BEARER is asked about hold none.
-_BEARER_LOW = lazy(r"(?:bearer\s+|(?:authorization|api[_-]?key|access[_-]?token|token|secret|password|passwd)['\"]?\s*[=:]"
-                   r"\s*['\"]?(?:bearer\s+)?)(?=[a-z0-9._~+/\-]*[a-z])[a-z0-9._~+/\-]{8,}")
+_BEARER_LOW = lazy(_BEARER_KEY + r"(?=[a-z0-9._~+/\-]*[a-z])[a-z0-9._~+/\-]{8,}")
 
 
 def _may_bear(t: str, low: str) -> bool:
