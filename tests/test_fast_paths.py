@@ -396,6 +396,43 @@ def test_stats_columns_kept_whole_only_where_testing_each_value_gives_the_same()
         assert [(type(x), repr(x)) for x in got] == [(type(x), repr(x)) for x in want], xs     # -0.0 too
 
 
+def test_stats_columns_from_finishs_columns_are_those_made_from_the_rows():
+    """finish() reads the stats rows' values column by column to check them, and stats_columns()
+    starts from those columns: over every real log, the same columns (types and reprs, -0.0 too)
+    as made from the rows afresh. Rows changed after finish (a row added, the list replaced) are
+    read again, never served from the columns of the rows before."""
+    from diagnose.evidence.model import Evidence
+    from diagnose.sources.loading import load
+    from diagnose.sources.readers.files import resolve
+
+    def shape(cols):
+        return {k: [(type(x), repr(x)) for x in v] for k, v in cols.items()}
+
+    seen = 0
+    for path in sorted((FIXTURES / "real").glob("*.log")):
+        ev = load(resolve([str(path)]))
+        if not ev.stats_rows:
+            continue
+        seen += 1
+        fresh = Evidence()
+        fresh.stats_rows = ev.stats_rows
+        want = shape(fresh.stats_columns())         # no kept columns: made from the rows
+        assert ev._stats_kept is not None, path
+        assert shape(ev.stats_columns()) == want, path
+    assert seen >= 10
+
+    ev = Evidence()
+    for i in range(3):
+        ev.add_stats({"running": float(i)})
+    from diagnose.evidence.finish import finish
+    finish(ev)
+    ev.add_stats({"running": 9.0})
+    assert ev.stats_columns()["running"] == [0.0, 1.0, 2.0, 9.0]
+    finish(ev)
+    ev.stats_rows[-1] = {"running": 7.0}
+    assert ev.stats_columns()["running"] == [0.0, 1.0, 2.0, 7.0]
+
+
 def test_longest_run_and_the_median_step_are_the_plain_loops_figures():
     """signals.stats.longest_run and the sustained tables' one-sample span (sorted in C) give what
     a loop over the samples gives, times missing and clocks stepping back included."""

@@ -289,6 +289,7 @@ class Evidence:
         self.parts: list[dict] = []             # the launches it was read from (sources/grouping.py)
         self.skipped: list = []                 # inputs of the run left out, and why
         self._gpu_series = None
+        self._stats_kept = None                  # the stats rows' columns as finish() read them
 
     # -- writing (sources) -------------------------------------------------
     def set_fact(self, name: str, value: Any, source: str | None = None,
@@ -403,21 +404,43 @@ class Evidence:
         thousand a day), for which importing polars costs more than all the arithmetic."""
         cols: dict[str, list] = {}
         rows = self.stats_rows
+        raw = self._kept_stats_columns()
         # The columns no row has (most of them, for any one engine's lines) without a pass each.
-        present = set().union(*rows) if rows else set()
+        present = raw.keys() if raw is not None else set().union(*rows) if rows else set()
         for k, kind in STATS_COLUMNS.items():
             if k not in present:
                 cols[k] = [None] * len(rows)
-            elif kind == "f":     # parsers give floats: most columns are kept as they are, else each
+                continue
+            got = raw[k] if raw is not None else [r.get(k) for r in rows]
+            if kind == "f":     # parsers give floats: most columns are kept as they are, else each
                 # value tested inline, the rest converted. A float is copied as it is read (x * 1.0 is
                 # x, bit for bit, -0.0 too): the copies lie one after another, where the rows' own are
                 # scattered over the heap among their dicts, and the analysis reads each column a
                 # dozen times over (a cache miss a value was most of its time on a day's samples).
-                col = [x * 1.0 if (x := r.get(k)).__class__ is float else x for r in rows]
+                col = [x * 1.0 if x.__class__ is float else x for x in got]
                 cols[k] = col if _finite_floats(col) else [
                     x if x is None or (x.__class__ is float and -_INF < x < _INF) else _finite(x) for x in col]
             elif kind == "b":
-                cols[k] = [None if x is None else bool(x) for x in [r.get(k) for r in rows]]
+                cols[k] = [None if x is None else bool(x) for x in got]
             else:
-                cols[k] = [r.get(k) for r in rows]
+                cols[k] = got if raw is None else list(got)
         return cols
+
+    def keep_stats_columns(self, cols: dict[str, list]) -> None:
+        """The stats rows' values by key, as finish() read them to check them (each key's value per
+        row, None where a row lacks it): stats_columns() starts from them while the rows are those
+        (the same list, as long, the same first and last row: signals never change a row; a
+        reader that goes on adds rows, and a copy is another list)."""
+        rows = self.stats_rows
+        self._stats_kept = (rows, len(rows), id(rows[0]) if rows else None, id(rows[-1]) if rows else None, cols)
+
+    def _kept_stats_columns(self) -> dict | None:
+        kept = getattr(self, "_stats_kept", None)       # an Evidence pickled by an older build lacks it
+        if kept is None:
+            return None
+        rows, n, first, last, cols = kept
+        r = self.stats_rows
+        self._stats_kept = None         # used once: not held beside the columns made from it
+        if rows is r and len(r) == n and (not r or (id(r[0]) == first and id(r[-1]) == last)):
+            return cols
+        return None
