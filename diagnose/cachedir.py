@@ -1,7 +1,8 @@
 """Where diagnose keeps what it parses between runs: the parsed rule files and data tables
-(tomlcache.py), the rules as loaded (ruleset/rules.py: LoadedRules) and the literal text each
-routed pattern needs (sources/literals.py: KeptNeedles). (The C scanner is built at install,
-beside its source: nothing is compiled into this cache.)
+(tomlcache.py), the rules as loaded (ruleset/rules.py: LoadedRules), the literal text each
+routed pattern needs (sources/literals.py: KeptNeedles) and the regular expressions' code as re
+compiled it (recache.py). (The C scanner is built at install, beside its source: no machine code
+is kept here.)
 
 The directory is $XDG_CACHE_HOME/diagnose when XDG_CACHE_HOME is an absolute path, else
 ~/.cache/diagnose: the XDG Base Directory spec says a relative path there is invalid and must be

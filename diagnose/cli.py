@@ -35,6 +35,9 @@ import gc  # noqa: E402
 _GC_PAUSED = _AS_PROGRAM and gc.isenabled()
 if _GC_PAUSED:
     gc.disable()
+if _AS_PROGRAM:      # patterns compiled by an earlier run are not compiled again (recache.py)
+    from .recache import install
+    install()
 from enum import Enum  # noqa: E402
 from typing import List, Optional  # noqa: E402
 

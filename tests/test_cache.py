@@ -241,3 +241,61 @@ def test_a_big_input_is_told_even_in_a_pipe_and_only_once(monkeypatch, capsys):
     native.note_fallback(True)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("diagnose: note: ") and "no C compiler (cc)" in err
+
+
+# (4) compiled patterns ------------------------------------------------------------------------
+
+_COMPILE = """
+import json, re, sys
+from diagnose import recache
+recache.install()
+if sys.argv[1] == "parser-off":         # a run that must find every pattern kept
+    def refuse(*a, **k):
+        raise AssertionError("compiled afresh")
+    recache._installed.compile = refuse     # the library's own compile step
+rx = re.compile(r"(?P<n>\\d+) tokens/s(?i:, Running)?")
+loose = re.compile(rb"ab+c", re.I)
+m = rx.search("Avg 812 tokens/s, RUNNING: 3")
+print(json.dumps([m.group("n"), m.span(), rx.groupindex["n"], rx.groups, rx.flags,
+                  bool(loose.fullmatch(b"ABBC")), rx.pattern]))
+"""
+
+
+def _compile_run(cache, mode):
+    return subprocess.run([sys.executable, "-c", _COMPILE, mode], capture_output=True, text=True,
+                          env=_env(cache), cwd=str(ROOT), timeout=60)
+
+
+def test_compiled_patterns_are_kept_and_the_next_run_matches_alike_without_compiling(tmp_path):
+    """A run keeps the code of what it compiled (recache.py); the next run hands it to the matcher
+    without re's own compile step (here made to fail), and every match, group, span and flag is the
+    same."""
+    first = _compile_run(tmp_path, "plain")
+    assert first.returncode == 0, first.stderr
+    assert (tmp_path / "diagnose" / "compiled-re-v1.marshal").is_file()
+    second = _compile_run(tmp_path, "parser-off")
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == first.stdout
+    assert '"812"' in first.stdout
+
+
+def test_a_damaged_forged_or_foreign_compiled_pattern_file_is_compiled_afresh(tmp_path):
+    """Garbage, another Python's entries, code the matcher refuses, and a file others may write are
+    not used: the run compiles anew and matches as ever (and the parser-off run then fails, which
+    shows the file was not what it matched with)."""
+    import marshal
+    f = tmp_path / "diagnose" / "compiled-re-v1.marshal"
+    want = _compile_run(tmp_path, "plain").stdout
+    good = f.read_bytes()
+    version, entries = marshal.loads(good)
+    refused = {k: (v[0], [999999] * 4, *v[2:]) for k, v in entries.items()}     # code _sre refuses
+    for raw in (b"\x00garbage", marshal.dumps((("another python",) + version[1:], entries)),
+                marshal.dumps((version, refused))):
+        f.write_bytes(raw)
+        got = _compile_run(tmp_path, "plain")
+        assert got.returncode == 0 and got.stdout == want, got.stderr
+    f.write_bytes(good)
+    os.chmod(f, 0o622)                      # writable by others: not read back
+    assert _compile_run(tmp_path, "parser-off").returncode != 0
+    os.chmod(f, 0o600)
+    assert _compile_run(tmp_path, "parser-off").returncode == 0

@@ -10,7 +10,7 @@ from conftest import ROOT
 PACKAGE = ROOT / "diagnose"
 # lowest first; a top-level module or package of diagnose/ belongs to exactly one layer
 LAYERS = [
-    {"", "values", "_compat", "cachedir", "tomlcache", "lazyre", "memo", "redact", "targets", "data", "clock"},   # "": the package's own __init__
+    {"", "values", "_compat", "cachedir", "tomlcache", "recache", "lazyre", "memo", "redact", "targets", "data", "clock"},   # "": the package's own __init__
     {"evidence"},
     {"sources"},
     {"capacity"},

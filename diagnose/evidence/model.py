@@ -203,12 +203,18 @@ class Rows(list):
         (nothing a reader or finish() changes but a row's own items). `shared` is relinked by
         rows_copied."""
         c = Rows(self.cap, self.key)
-        rows = [dict(r) for r in self]
+        rows = list(map(dict.copy, self))
         list.extend(c, rows)
         c.__dict__.update(self.__dict__)
         c.seen = dict(self.seen)
         order = self.order
-        c.order = {id(n): order[id(o)] for o, n in zip(self, rows) if id(o) in order} if order else {}
+        if not order:
+            c.order = {}
+            return c
+        try:    # once thinning began every row has its number: the map in C, no step per row
+            c.order = dict(zip(map(id, rows), map(order.__getitem__, map(id, self))))
+        except KeyError:
+            c.order = {id(n): order[id(o)] for o, n in zip(self, rows) if id(o) in order}
         return c
 
 
