@@ -217,6 +217,36 @@ def test_rows_copied_for_a_follow_pass_are_what_a_pickled_copy_is():
         assert pickle.dumps(state) == before
 
 
+def test_stats_rows_past_the_bound_are_the_same_whichever_reader_read_them(monkeypatch, bulk_engine):
+    """Past the bound, the C reader's run of stats lines counts a row the next one would take out
+    again rather than making it (Rows.drops): over every real log with stats, with a bound small
+    enough that each is thinned, the same rows, stride, dropped count and rows per series as the
+    small-log path, which appends every row."""
+    from diagnose.evidence import model
+    from diagnose.sources import load, resolve
+    from diagnose.sources.readers import bulk
+
+    def reading(path, bulk_min):
+        monkeypatch.setattr(bulk, "FAST_MIN_BYTES", bulk_min)
+        r = load(resolve([str(path)])).stats_rows
+        return list(r), r.stride, r.dropped, r.seen
+
+    seen = 0
+    for path in sorted((FIXTURES / "real").glob("*.log")):
+        if path.stat().st_size > 3_000_000:
+            continue
+        monkeypatch.setattr(model, "MAX_STATS_ROWS", 10 ** 9)
+        whole = reading(path, 1 << 40)[0]
+        if len(whole) < 64:
+            continue
+        monkeypatch.setattr(model, "MAX_STATS_ROWS", len(whole) // 5)
+        ref = reading(path, 1 << 40)            # the small-log path: every row appended
+        assert ref[1] >= 4, path
+        assert reading(path, 0) == ref, path    # the big-log reader, C or Python
+        seen += 1
+    assert seen >= 5
+
+
 def test_a_long_stats_log_is_thinned_with_a_note(tmp_path, monkeypatch):
     """In-process with a small bound: the note says how many samples and which were kept."""
     from diagnose.evidence import model

@@ -184,6 +184,18 @@ class Rows(list):
         self.__dict__.update(state)
         list.extend(self, rows)
         self.order = {id(r): n for r, n in zip(rows, order) if n is not None} if order else {}
+    def drops(self, k) -> bool:
+        """Whether a row of series `k` appended now would be off the stride: taken out again by the
+        next append, whatever it is. A reader with more rows to come in a run counts such a row by
+        dropped_one() instead of making it (loading._c_stats_run): the same rows, numbers and
+        counts as appending it. Never for the last row of a run: parsers amend the newest row."""
+        return self.stride > 1 and self.seen.get(k, 0) % self.stride != 0
+
+    def dropped_one(self, k) -> None:
+        """What appending a row drops() told of, and the next append taking it out, leave."""
+        self.seen[k] = self.seen.get(k, 0) + 1
+        self.dropped += 1
+
     def _thin(self) -> None:
         if self.stride == 1:        # numbers for the rows kept so far, in order per series
             self.seen = {}

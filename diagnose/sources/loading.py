@@ -656,7 +656,8 @@ def _c_stats_run(st: _State, cov: Coverage, clock: Clock, run: StatsRun, big: bo
     ev, saw = piece.ev, piece.saw
     p = piece.orders["vllm"][0]
     engine, procs = p.engine, p.procs_seen
-    append, at_hms = ev.stats_rows.append, clock.at_hms
+    kept = ev.stats_rows
+    append, at_hms, drops, dropped_one, last = kept.append, clock.at_hms, kept.drops, kept.dropped_one, rows[-1]
     # the run's values as one list (its rows' values follow one another in `stats`)
     k0 = (first[4] - 1) * STATS_WIDTH
     vals = stats[k0:rows[-1][4] * STATS_WIDTH].tolist()
@@ -676,7 +677,12 @@ def _c_stats_run(st: _State, cov: Coverage, clock: Clock, run: StatsRun, big: bo
             # was noted already: the row alone; the time from the numbers C read (Clock.at_hms)
             when = at_hms(int(v[5]), int(v[6]), int(v[15]), int(v[16]), int(v[17]))
             saw(n, when, text)
-            append(values_row(v, src, n, when))
+            # past the rows' bound, a row the next one would take out again is counted, not made
+            # (its key: values_row's source, engine and no kind)
+            if row is not last and drops(series := (src, int(v[8]) if v[8] > 0 else 0, None)):
+                dropped_one(series)
+            else:
+                append(values_row(v, src, n, when))
         else:
             line = c_stats_line(src, n, text, v)
             when = clock.at(line)
