@@ -434,11 +434,23 @@ def test_stats_columns_from_finishs_columns_are_those_made_from_the_rows():
 
 
 def test_longest_run_and_the_median_step_are_the_plain_loops_figures():
-    """signals.stats.longest_run and the sustained tables' one-sample span (sorted in C) give what
-    a loop over the samples gives, times missing and clocks stepping back included."""
+    """signals.stats.longest_run, the sustained tables' longest run (its place: the first longest,
+    found by a regex over the flags as bytes) and one-sample span (sorted in C) give what a loop
+    over the samples gives, times missing and clocks stepping back included."""
     from datetime import datetime, timedelta
 
-    from diagnose.ruleset.sustained import _interval
+    from diagnose.ruleset.sustained import _interval, _longest
+
+    def first_longest(flags):
+        best, start = (0, 0), None
+        for i, f in enumerate(flags + [False]):
+            if f and start is None:
+                start = i
+            elif not f and start is not None:
+                if i - start > best[1] - best[0]:
+                    best = (start, i)
+                start = None
+        return best
     from diagnose.signals.stats import longest_run
 
     def longest(flags):
@@ -460,6 +472,8 @@ def test_longest_run_and_the_median_step_are_the_plain_loops_figures():
         n = rng.randint(1, 40)
         flags = [rng.choice([True, False, 0, 1, 2, None]) for _ in range(n)]
         assert longest_run(flags) == longest(flags), flags
+        judged = [bool(f) for f in flags]           # the sustained table's flags are bools
+        assert _longest(judged) == first_longest(judged), judged
         times, t = [], t0
         for _ in range(n):
             t += timedelta(microseconds=rng.choice([0, 1, 10**6, 10**7, 1234567, -10**7]))

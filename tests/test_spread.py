@@ -78,3 +78,80 @@ def test_thinned_rows_go_on_thinning_evenly_after_a_round_trip():
         back.append({"source": "a", "i": i})
     assert [x["i"] for x in back] == [x["i"] for x in kept]
     assert back.dropped == kept.dropped and back.stride == kept.stride
+
+
+# -- the Python reader's blocks classified by worker processes (readers/spread.py) ----------------
+
+def _blocks(path: Path, size: int):
+    with open(path, "rb") as f:
+        while b := f.read(size):
+            yield b
+
+
+def _segment_fields(seg) -> dict:
+    return {k: getattr(seg, k) for k in type(seg).__slots__ if k not in ("fd",)}
+
+
+def test_the_python_readers_runs_classified_by_workers_are_the_segments_it_makes_alone(monkeypatch):
+    """Every real log, cut into small blocks so that most runs go to the two workers: the same
+    segments, field by field and in order, as scanner.segments makes in this process; and the
+    workers are gone afterwards."""
+    from diagnose.sources.readers import scanner, spread
+    monkeypatch.setattr(spread, "RUN_MIN_BYTES", 1)
+    sent = 0
+    for path in sorted(REAL.glob("*.log")):
+        if path.stat().st_size < 200_000:
+            continue
+        want = [_segment_fields(s) for s in scanner.segments(_blocks(path, 64 << 10))]
+        pool = spread.start(str(path), 2)
+        got = [_segment_fields(s) for s in spread.segments(_blocks(path, 64 << 10), pool, 2)]
+        assert got == want, path
+        assert not any(p.is_alive() for p in pool.procs)
+        sent += len(want)
+    assert sent >= 100
+
+
+def test_a_run_the_file_no_longer_holds_is_classified_here_and_a_stopped_reading_stops_the_workers(tmp_path, monkeypatch):
+    """A worker that reads other bytes than this process has (the file rewritten meanwhile) sends
+    nothing back and the run is classified here: the segments are still those of the bytes read.
+    Reading stopped after the first segment stops the workers too."""
+    from diagnose.sources.readers import scanner, spread
+    monkeypatch.setattr(spread, "RUN_MIN_BYTES", 1)
+    src = sorted(REAL.glob("*.log"), key=lambda p: -p.stat().st_size)[0]
+    f = tmp_path / "moving.log"
+    shutil.copy(src, f)
+    blocks = list(_blocks(f, 64 << 10))
+    want = [_segment_fields(s) for s in scanner.segments(iter(blocks))]
+    f.write_bytes(bytes(reversed(f.read_bytes())))     # the same size, other bytes
+    pool = spread.start(str(f), 2)
+    assert [_segment_fields(s) for s in spread.segments(iter(blocks), pool, 2)] == want
+
+    pool = spread.start(str(f), 2)
+    segs = spread.segments(iter(blocks), pool, 2)
+    next(segs)
+    segs.close()
+    assert not any(p.is_alive() for p in pool.procs)
+
+
+def test_a_big_log_read_by_the_workers_gives_the_report_one_process_gives(tmp_path):
+    """End to end without the C reader (DIAGNOSE_NATIVE=0): a log past the workers' threshold
+    (lowered here) gives the same JSON report with the workers as with DIAGNOSE_JOBS=1."""
+    log = tmp_path / "big.log"
+    srcs = sorted(REAL.glob("*.log"), key=lambda p: -p.stat().st_size)[:3]
+    log.write_bytes(b"".join(p.read_bytes() for p in srcs))
+    code = ("import sys; from diagnose.sources.readers import bulk, spread; bulk.FAST_MIN_BYTES = 0; "
+            "spread.SPREAD_MIN_BYTES = 0; spread.RUN_MIN_BYTES = 1; made = spread.Workers.__init__\n"
+            "def counted(self, *a):\n    sys.stderr.write('workers\\n'); made(self, *a)\n"
+            "spread.Workers.__init__ = counted\n"
+            "from diagnose.cli import main; sys.argv = ['diagnose', '--format', 'json', sys.argv[1]]; main()")
+    out = {}
+    for jobs in ("1", "2"):
+        env = dict(os.environ, PYTHONPATH=str(ROOT), DIAGNOSE_NATIVE="0", DIAGNOSE_JOBS=jobs)
+        p = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True, text=True, env=env,
+                           cwd=str(ROOT), timeout=300)
+        assert p.returncode in (0, 1), p.stderr
+        assert ("workers" in p.stderr) == (jobs == "2"), p.stderr
+        out[jobs] = json.loads(p.stdout)
+    for doc in out.values():
+        doc.pop("generated_at", None)
+    assert out["1"] == out["2"]

@@ -55,7 +55,6 @@ def evaluate_sustained(spec: dict, names: dict, samples: dict | None) -> dict:
     if not n:
         return out
     times = samples.get("time") or [None] * n
-    flags = []
     row = dict(names)               # one copy of the signals; each sample overwrites its columns
     used = _columns_of(spec["when"])
     for c in COLUMNS:
@@ -63,21 +62,20 @@ def evaluate_sustained(spec: dict, names: dict, samples: dict | None) -> dict:
             row[c] = None           # a column `when` does not name: what it is does not matter
     cols = [(c, samples.get(c)) for c in used]
     # `when` is a pure function of the sample's columns it names: samples alike are judged once
-    # (a day of stats is thousands of samples, most of them repeating a few values).
-    seen: dict = {}
-    # each sample's values of those columns, the tuples made by zip (not a generator a sample)
+    # (a day of stats is thousands of samples, most of them repeating a few values), in the order
+    # they first appear, and each sample's flag looked up in C (map), not in a loop a sample.
+    # Each sample's values of those columns: the tuples made by zip.
     if cols and all(col is None or len(col) == n for _, col in cols):
-        keys = zip(*[col if col is not None else itertools.repeat(None, n) for _, col in cols])
+        keys = list(zip(*[col if col is not None else itertools.repeat(None, n) for _, col in cols]))
     else:
-        keys = (tuple(col[i] if col is not None else None for _, col in cols) for i in range(n))
-    for key in keys:
-        f = seen.get(key)
-        if f is None:
-            for (c, _), v in zip(cols, key):
-                row[c] = v
-            x = evaluate(spec["when"], row)
-            f = seen[key] = not is_unknown(x) and bool(x)
-        flags.append(f)
+        keys = [tuple(col[i] if col is not None else None for _, col in cols) for i in range(n)]
+    seen = dict.fromkeys(keys)
+    for key in seen:
+        for (c, _), v in zip(cols, key):
+            row[c] = v
+        x = evaluate(spec["when"], row)
+        seen[key] = not is_unknown(x) and bool(x)
+    flags = list(map(seen.__getitem__, keys))
     a, b = _longest(flags)
     run = b - a
     seconds = None
@@ -112,15 +110,17 @@ def _columns_of(tree) -> tuple:
     return tuple(c for c in COLUMNS if c in names)
 
 
+_TRUE_RUN = re.compile(rb"\x01+")
+
+
 def _longest(flags: list) -> tuple[int, int]:
-    best, start = (0, 0), None
-    for i, f in enumerate(flags + [False]):
-        if f and start is None:
-            start = i
-        elif not f and start is not None:
-            if i - start > best[1] - best[0]:
-                best = (start, i)
-            start = None
+    """(start, end) of the first longest run of true flags; (0, 0) without one. The flags as bytes,
+    their runs found by a regex: in C, not a step a sample."""
+    best = (0, 0)
+    for m in _TRUE_RUN.finditer(bytes(flags)):
+        a, b = m.span()
+        if b - a > best[1] - best[0]:
+            best = (a, b)
     return best
 
 

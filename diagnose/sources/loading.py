@@ -359,8 +359,16 @@ class LineRead:
             else:
                 segs = stream.Producer(lib, src, display=inp.display)
         elif big:
-            # Without the C reader: Python, a block at a time (read and decompressed a block ahead).
-            segs = segments(read_ahead(src), display=inp.display)
+            # Without the C reader: Python, a block at a time (read and decompressed a block ahead);
+            # a big plain file's blocks classified by worker processes (readers/spread.py), forked
+            # before the reading thread starts.
+            from .readers import spread
+            n = spread.workers_for(behind, os.path.getsize(behind)) if behind else 0
+            if n:
+                pool = spread.start(behind, n)
+                segs = spread.segments(read_ahead(src), pool, n, display=inp.display)
+            else:
+                segs = segments(read_ahead(src), display=inp.display)
         else:
             if bar:
                 src = counted(src, advance)
