@@ -400,7 +400,7 @@ def test_stats_columns_from_finishs_columns_are_those_made_from_the_rows():
     """finish() reads the stats rows' values column by column to check them, and stats_columns()
     starts from those columns: over every real log, the same columns (types and reprs, -0.0 too)
     as made from the rows afresh. Rows changed after finish (a row added, the list replaced) are
-    read again, never served from the columns of the rows before."""
+    read again, never served from the columns of the rows before; times are always read afresh."""
     from diagnose.evidence.model import Evidence
     from diagnose.sources.loading import load
     from diagnose.sources.readers.files import resolve
@@ -431,6 +431,12 @@ def test_stats_columns_from_finishs_columns_are_those_made_from_the_rows():
     finish(ev)
     ev.stats_rows[-1] = {"running": 7.0}
     assert ev.stats_columns()["running"] == [0.0, 1.0, 2.0, 7.0]
+    # times moved in place after the check (finish re-years a log's times by its GPU samples' dates)
+    from datetime import datetime
+    finish(ev)
+    for r in ev.stats_rows:
+        r["time"] = datetime(2026, 1, 1)
+    assert ev.stats_columns()["time"] == [datetime(2026, 1, 1)] * 4
 
 
 def test_longest_run_and_the_median_step_are_the_plain_loops_figures():

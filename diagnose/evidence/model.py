@@ -426,10 +426,13 @@ class Evidence:
         # The columns no row has (most of them, for any one engine's lines) without a pass each.
         present = raw.keys() if raw is not None else set().union(*rows) if rows else set()
         for k, kind in STATS_COLUMNS.items():
-            if k not in present:
+            if kind != "f":     # times, sources, lines, flags: read afresh (finish() re-years times)
+                got = [r.get(k) for r in rows]
+            elif k not in present:
                 cols[k] = [None] * len(rows)
                 continue
-            got = raw[k] if raw is not None else [r.get(k) for r in rows]
+            else:
+                got = raw[k] if raw is not None else [r.get(k) for r in rows]
             if kind == "f":     # parsers give floats: most columns are kept as they are, else each
                 # value tested inline, the rest converted. A float is copied as it is read (x * 1.0 is
                 # x, bit for bit, -0.0 too): the copies lie one after another, where the rows' own are
@@ -441,14 +444,15 @@ class Evidence:
             elif kind == "b":
                 cols[k] = [None if x is None else bool(x) for x in got]
             else:
-                cols[k] = got if raw is None else list(got)
+                cols[k] = got
         return cols
 
     def keep_stats_columns(self, cols: dict[str, list]) -> None:
         """The stats rows' values by key, as finish() read them to check them (each key's value per
-        row, None where a row lacks it): stats_columns() starts from them while the rows are those
-        (the same list, as long, the same first and last row: signals never change a row; a
-        reader that goes on adds rows, and a copy is another list)."""
+        row, None where a row lacks it): stats_columns() starts from their numbers while the rows
+        are those (the same list, as long, the same first and last row: signals never change a
+        row; a reader that goes on adds rows, and a copy is another list). Times are not taken
+        from them: finish() moves them afterwards where GPU samples date the log (timeline.py)."""
         rows = self.stats_rows
         self._stats_kept = (rows, len(rows), id(rows[0]) if rows else None, id(rows[-1]) if rows else None, cols)
 
