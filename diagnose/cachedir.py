@@ -76,10 +76,15 @@ def write_whole(p: Path, write, binary: bool = False) -> None:
     if not private_dir(p.parent):
         return
     import tempfile     # only when something is written: ~10 ms to import
+    tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix="." + p.stem + "-", dir=p.parent)
         with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as fh:
             write(fh)
         os.replace(tmp, p)
     except (OSError, ValueError):
-        pass
+        if tmp is not None:     # not left behind, one a run (something not a file in the way, a full disk)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass

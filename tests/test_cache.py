@@ -299,3 +299,16 @@ def test_a_damaged_forged_or_foreign_compiled_pattern_file_is_compiled_afresh(tm
     assert _compile_run(tmp_path, "parser-off").returncode != 0
     os.chmod(f, 0o600)
     assert _compile_run(tmp_path, "parser-off").returncode == 0
+
+
+def test_a_cache_file_that_cannot_be_put_in_place_leaves_no_temporary_file(tmp_path):
+    """Something other than a file where a cache file goes (here a directory): the run works, and
+    the temporary file it wrote first is removed, not left behind run after run."""
+    d = tmp_path / "diagnose"
+    d.mkdir(mode=0o700)
+    (d / "compiled-re-v1.marshal").mkdir()
+    for _ in range(2):
+        p = subprocess.run([sys.executable, "-c", _COMPILE, "plain"], capture_output=True, text=True,
+                           env=_env(tmp_path), cwd=str(ROOT), timeout=60)
+        assert p.returncode == 0, p.stderr
+    assert sorted(x.name for x in d.iterdir() if x.name.startswith(".")) == []
