@@ -161,3 +161,44 @@ def test_a_log_followed_as_it_grows_gives_the_report_of_the_whole_log(path, read
                 for k in ("coverage", "recognised_lines", "unrecognised_lines"):
                     a.pop(k), b.pop(k)
     assert got == whole, path.name
+
+
+def test_what_a_pass_worked_out_of_the_rows_read_before_is_used_again_and_gives_the_whole_logs_report(tmp_path, monkeypatch):
+    """A --follow pass checks and converts only the stats rows read since the last pass (Rows.memo,
+    finish._plausible, Evidence.stats_columns), the newest row again (a parser may amend it); rows
+    thinned in between (Rows.token) are read anew. Over many passes, across a new launch appended
+    and the rows' bound crossed, the last pass's report is the whole log's, and the memo was used."""
+    from diagnose.evidence import finish as fin
+    from diagnose.evidence import model
+    from diagnose.sources import following, loading
+    path = max(REAL, key=lambda p: p.read_bytes().count(b"throughput: "))
+    data = path.read_bytes()
+    data = data + data          # a second launch of it, appended while followed
+    monkeypatch.setattr(model, "MAX_STATS_ROWS", max(40, data.count(b"throughput: ") // 3))
+    whole_log = tmp_path / "whole.log"
+    whole_log.write_bytes(data)
+    whole = _analysis(whole_log)
+    reused = []
+    plausible = fin._plausible
+
+    def counted(rows):
+        src = getattr(rows, "copied_from", None)
+        reused.append(src is not None and src[0].memo is not None and src[0].memo["token"] is src[1]
+                      and rows.token is src[1])
+        return plausible(rows)
+
+    monkeypatch.setattr(fin, "_plausible", counted)
+    log = tmp_path / "whole.log.followed"
+    log.write_bytes(b"")
+    monkeypatch.setattr(loading, "FOLLOWING", following.Following())
+    for end in _cuts(data, 12, seed=7):
+        with log.open("ab") as fh:
+            fh.write(data[log.stat().st_size:end])
+        try:
+            got = _analysis(log)
+        except Exception as e:
+            from diagnose.sources import InputError
+            assert isinstance(e, InputError), e
+    got = json.loads(json.dumps(got).replace(str(log), str(whole_log)))
+    assert got == json.loads(json.dumps(whole))
+    assert sum(reused) >= 3, reused

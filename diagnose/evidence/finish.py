@@ -88,19 +88,41 @@ def _plausible(rows: list) -> dict | None:
     in C: `map(dict.get)` takes a key's values without a Python step per row, and a column of
     numbers alone (the usual case) is judged by its non-zero values (0 is within bounds, and
     False/True too). The columns serve Evidence.stats_columns afterwards (a day of stats: the
-    rows' values are read once, not twice)."""
-    cols = {}
-    for k in (set().union(*rows) if rows else ()):
-        col = cols[k] = list(map(dict.get, rows, repeat(k)))
+    rows' values are read once, not twice).
+
+    A --follow pass finishes a copy of its reading's rows (Rows._copy): what the last pass found
+    of the first of them is kept on the rows copied (Rows.memo) and holds while no row but the
+    newest moved there (Rows.token); only the rows after those are read, the newest included
+    (a parser may have amended it since)."""
+    cols: dict = {}
+    m = 0
+    src = getattr(rows, "copied_from", None)
+    memo = None
+    if src is not None:
+        orig, token, copied = src
+        memo = orig.memo
+        if memo is not None and memo["token"] is token and rows.token is token:
+            m = max(0, min(memo["rows"], copied) - 1)
+            if m:
+                cols = {k: v[:m] for k, v in memo["raw"].items()}
+        else:
+            memo = None
+    new = rows[m:] if m else rows
+    for k in (set().union(*new) if new else set()) | cols.keys():
+        col = list(map(dict.get, new, repeat(k)))
         kinds = set(map(type, col))
         if kinds <= _NUMBERS:
             nums = list(filter(None, col))
         elif float in kinds or int in kinds:
             nums = [v for v in col if v.__class__ is float or v.__class__ is int]
         else:
-            continue
+            nums = None
         if nums and not (-HUGE < min(nums) and max(nums) < HUGE and (t := sum(nums)) == t):
             return None
+        cols[k] = cols[k] + col if k in cols else [None] * m + col if m else col
+    if src is not None and rows.token is token:
+        orig.memo = {"token": token, "rows": copied, "raw": {k: v[:copied] for k, v in cols.items()},
+                     "made": memo["made"] if memo else None}     # stats_columns' own, kept for it
     return cols
 
 

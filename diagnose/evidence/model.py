@@ -115,6 +115,50 @@ class Rows(list):
         self.dropped = 0
         self._pending = False       # the last row is off the stride: replaced by the next one
         self.shared: list = [self]  # Rows that share `cap` (the launches of one input: share())
+        # Replaced whenever rows other than the newest may change place (thinning, a parser's
+        # sort or filter): what was worked out of these rows under one token holds for them, the
+        # newest aside, while the token is the same (finish._plausible, a --follow pass).
+        self.token = object()
+        self.memo = None            # what finish._plausible and stats_columns made of a copy's first rows
+        self.copied_from = None     # on a copy (_copy): (the Rows, its token, its length) then
+
+    # What may move rows other than the newest: a new token (appending, and the pending row
+    # replaced by the next, do not).
+    def __setitem__(self, i, v):
+        self.token = object()
+        list.__setitem__(self, i, v)
+
+    def __delitem__(self, i):
+        self.token = object()
+        list.__delitem__(self, i)
+
+    def __iadd__(self, other):
+        self.extend(other)
+        return self
+
+    def sort(self, *a, **kw):
+        self.token = object()
+        list.sort(self, *a, **kw)
+
+    def reverse(self):
+        self.token = object()
+        list.reverse(self)
+
+    def insert(self, i, v):
+        self.token = object()
+        list.insert(self, i, v)
+
+    def remove(self, v):
+        self.token = object()
+        list.remove(self, v)
+
+    def pop(self, i=-1):
+        self.token = object()
+        return list.pop(self, i)
+
+    def clear(self):
+        self.token = object()
+        list.clear(self)
 
     def share(self, other: "Rows") -> None:
         """Hold `other`'s rows and these within one cap: an input's launches, read one after the
@@ -140,7 +184,7 @@ class Rows(list):
             list.append(self, row)
             return
         if self._pending:
-            self.order.pop(id(self.pop()), None)
+            self.order.pop(id(list.pop(self)), None)
             self.dropped += 1
         if self.stride == 1 or self._used() >= self.cap:
             victim = max(self.shared, key=len)
@@ -162,6 +206,11 @@ class Rows(list):
         # Rows that all fit under the cap go in at once: each append would have taken its first
         # branch (a folded launch's rows, each append summing the lengths of every launch's Rows).
         if self.stride == 1 and isinstance(rows, list) and rows is not self and self._used() + len(rows) <= self.cap:
+            src = getattr(rows, "copied_from", None)
+            if not self and src is not None and rows.token is src[1]:
+                # a merge's first rows, those of an unchanged copy, in their places: what was
+                # worked out of them holds here (finish._plausible)
+                self.copied_from, self.token = src, rows.token
             list.extend(self, rows)
             return
         for r in rows:
@@ -176,6 +225,7 @@ class Rows(list):
             return _rows_copied, (id(self),)
         state = dict(self.__dict__)
         state["order"] = [self.order.get(id(r)) for r in self] if self.order else None
+        state["memo"] = state["copied_from"] = None     # of this process's rows only
         return _rows_restore, (self.cap, self.key), (list(self), state)
 
     def __setstate__(self, st) -> None:
@@ -184,6 +234,7 @@ class Rows(list):
         self.__dict__.update(state)
         list.extend(self, rows)
         self.order = {id(r): n for r, n in zip(rows, order) if n is not None} if order else {}
+
     def drops(self, k) -> bool:
         """Whether a row of series `k` appended now would be off the stride: taken out again by the
         next append, whatever it is. A reader with more rows to come in a run counts such a row by
@@ -197,6 +248,7 @@ class Rows(list):
         self.dropped += 1
 
     def _thin(self) -> None:
+        self.token = object()
         if self.stride == 1:        # numbers for the rows kept so far, in order per series
             self.seen = {}
             for r in self:
@@ -219,6 +271,7 @@ class Rows(list):
         list.extend(c, rows)
         c.__dict__.update(self.__dict__)
         c.seen = dict(self.seen)
+        c.memo, c.copied_from = None, (self, self.token, len(rows))
         order = self.order
         if not order:
             c.order = {}
@@ -425,6 +478,19 @@ class Evidence:
         raw = self._kept_stats_columns()
         # The columns no row has (most of them, for any one engine's lines) without a pass each.
         present = raw.keys() if raw is not None else set().union(*rows) if rows else set()
+        # A --follow pass: the numbers of the first rows as the last pass made them, where those
+        # rows stayed in place (finish._plausible, Rows.memo); each value is made alone, so the
+        # last pass's hold for them.
+        memo, made, m = None, None, 0
+        src = getattr(rows, "copied_from", None) if raw is not None else None
+        if src is not None:
+            memo = src[0].memo
+            if memo is not None and memo["token"] is src[1] and rows.token is src[1]:
+                made = memo["made"]
+                if made is not None:
+                    m = max(0, min(made[0], src[2]) - 1)
+            else:
+                memo = None
         for k, kind in STATS_COLUMNS.items():
             if kind != "f":     # times, sources, lines, flags: read afresh (finish() re-years times)
                 got = [r.get(k) for r in rows]
@@ -438,13 +504,19 @@ class Evidence:
                 # x, bit for bit, -0.0 too): the copies lie one after another, where the rows' own are
                 # scattered over the heap among their dicts, and the analysis reads each column a
                 # dozen times over (a cache miss a value was most of its time on a day's samples).
-                col = [x * 1.0 if x.__class__ is float else x for x in got]
-                cols[k] = col if _finite_floats(col) else [
-                    x if x is None or (x.__class__ is float and -_INF < x < _INF) else _finite(x) for x in col]
+                before = made[1].get(k) if m else None
+                part = got[m:] if before is not None else got
+                col = [x * 1.0 if x.__class__ is float else x for x in part]
+                if not _finite_floats(col):
+                    col = [x if x is None or (x.__class__ is float and -_INF < x < _INF) else _finite(x) for x in col]
+                cols[k] = before[:m] + col if before is not None else col
             elif kind == "b":
                 cols[k] = [None if x is None else bool(x) for x in got]
             else:
                 cols[k] = got
+        if memo is not None:
+            n = src[2]
+            memo["made"] = (n, {k: cols[k][:n] for k, kind in STATS_COLUMNS.items() if kind == "f" and k in present})
         return cols
 
     def keep_stats_columns(self, cols: dict[str, list]) -> None:
