@@ -492,7 +492,7 @@ class Evidence:
             else:
                 memo = None
         for k, kind in STATS_COLUMNS.items():
-            if kind != "f":     # times, sources, lines, flags: read afresh (finish() re-years times)
+            if kind == "t" or (kind != "f" and raw is None):    # times read afresh: finish() re-years them
                 got = [r.get(k) for r in rows]
             elif k not in present:
                 cols[k] = [None] * len(rows)
@@ -513,7 +513,7 @@ class Evidence:
             elif kind == "b":
                 cols[k] = [None if x is None else bool(x) for x in got]
             else:
-                cols[k] = got
+                cols[k] = got if raw is None or kind == "t" else list(got)
         if memo is not None:
             n = src[2]
             memo["made"] = (n, {k: cols[k][:n] for k, kind in STATS_COLUMNS.items() if kind == "f" and k in present})

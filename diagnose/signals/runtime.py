@@ -420,16 +420,19 @@ def scaling(ev: Evidence, s, w: Window) -> None:
     # Samples near the window's top load against those near half of it (a benchmark sweep, a
     # day's curve): 1 is linear scaling; under 0.6, doubling the requests bought less than 20 %
     # more tokens/s and the server, not the client, is the limit.
-    pairs = [(r, g) for r, g in zip(st["running"], st["gen_tps"]) if r and g is not None and r > 0]
-    if len(pairs) >= 6:
-        top = max([r for r, _ in pairs])
+    # (the samples' two columns side by side, filtered by masks in C: no tuple a sample)
+    both = [r is not None and r > 0 and g is not None for r, g in zip(st["running"], st["gen_tps"])]
+    rs, gs = list(compress(st["running"], both)), list(compress(st["gen_tps"], both))
+    if len(rs) >= 6:
+        top = max(rs)
         hi_from, lo_from, lo_to = 0.8 * top, 0.35 * top, 0.65 * top
-        hi = [(r, g) for r, g in pairs if r >= hi_from]
-        lo = [(r, g) for r, g in pairs if lo_from <= r <= lo_to]
-        lo_tokens = statistics.fmean([g for _, g in lo]) if len(hi) >= 3 and len(lo) >= 3 else 0
+        hi = [r >= hi_from for r in rs]
+        lo = [lo_from <= r <= lo_to for r in rs]
+        n_hi, n_lo = sum(hi), sum(lo)
+        lo_tokens = statistics.fmean(list(compress(gs, lo))) if n_hi >= 3 and n_lo >= 3 else 0
         if lo_tokens > 0:
-            load = statistics.fmean([r for r, _ in hi]) / statistics.fmean([r for r, _ in lo])
-            tokens = statistics.fmean([g for _, g in hi]) / lo_tokens
+            load = statistics.fmean(list(compress(rs, hi))) / statistics.fmean(list(compress(rs, lo)))
+            tokens = statistics.fmean(list(compress(gs, hi))) / lo_tokens
             v["gen_tps_gain_per_load"] = round(tokens / load, 2)
     # A sequence's decode speed when the GPU is not also prefilling: the samples without prompt
     # tokens (else all samples, which understates it) — the yardstick for how long prefill takes.
