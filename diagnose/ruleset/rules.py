@@ -149,6 +149,10 @@ class LoadedRules:
         self.entries: dict[str, bytes] | None = None     # key -> the pickled [(path, Rule)]
         self.new = False
         self._code: bytes | None = None
+        # key -> [(path, Rule)] as this process loaded them: a --follow pass, and a --watch one,
+        # take the same rules again, their expressions parsed at the first pass's use (the rules
+        # are not changed once loaded: a run's deployments share them too)
+        self.held: dict = {}
 
     @staticmethod
     def path() -> Path:
@@ -175,6 +179,10 @@ class LoadedRules:
         except (OSError, UnicodeDecodeError):
             yield from _load_dir(d, paths)      # load_rule says which file cannot be read, in its turn
             return
+        held = self.held.get(key)
+        if held is not None:
+            yield from held
+            return
         if self.entries is None:
             try:
                 raw = read_back(self.path(), binary=True)
@@ -190,6 +198,7 @@ class LoadedRules:
                 got = None
             if isinstance(got, list):
                 self.entries[key] = hit         # last used: to the end
+                self._hold(key, got)
                 yield from got
                 return
         got = []
@@ -201,6 +210,12 @@ class LoadedRules:
             self.new = True
         except Exception:       # something a rule holds does not pickle: loaded every run
             pass
+        self._hold(key, got)
+
+    def _hold(self, key, got: list) -> None:
+        if len(self.held) >= 8:         # directories edited between passes: the oldest go
+            self.held.pop(next(iter(self.held)))
+        self.held[key] = got
 
     def save(self) -> None:
         if not self.new or self.entries is None:
