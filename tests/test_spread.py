@@ -7,9 +7,13 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from conftest import report
 from diagnose.evidence.model import Rows, _stats_series
@@ -155,3 +159,65 @@ def test_a_big_log_read_by_the_workers_gives_the_report_one_process_gives(tmp_pa
     for doc in out.values():
         doc.pop("generated_at", None)
     assert out["1"] == out["2"]
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def _group_alive(pgid: int) -> list[int]:
+    alive = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[2]) == pgid and fields[0] != "Z":
+                    alive.append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    return alive
+
+
+@pytest.mark.parametrize("case", ["folder", "big log without C"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["Ctrl-C", "SIGTERM"])
+def test_a_run_with_worker_processes_stopped_by_a_signal_ends_at_once_and_leaves_no_worker(tmp_path, case, sig):
+    """Ctrl-C reaches the whole process group (the workers too), SIGTERM the command alone: either
+    way the run ends promptly with its one line and 128 + the signal, no worker's traceback on the
+    terminal, and no worker left behind. (Workers inherited the command's handlers: they printed
+    tracebacks, then ignored every further signal, and the run waited for them forever.)"""
+    if case == "folder":
+        target, env = _folder(tmp_path), {}
+        code = "import sys; from diagnose.cli import main; sys.argv = ['diagnose', '--format', 'json', sys.argv[1]]; main()"
+    else:
+        target = tmp_path / "big.log"
+        srcs = sorted(REAL.glob("*.log"), key=lambda p: -p.stat().st_size)[:4]
+        target.write_bytes(b"".join(p.read_bytes() for p in srcs) * 3)
+        env = {"DIAGNOSE_NATIVE": "0"}
+        code = ("import sys; from diagnose.sources.readers import bulk, spread; bulk.FAST_MIN_BYTES = 0; "
+                "spread.SPREAD_MIN_BYTES = 0; spread.RUN_MIN_BYTES = 1\n"
+                "from diagnose.cli import main; sys.argv = ['diagnose', '--format', 'json', sys.argv[1]]; main()")
+    p = subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT), DIAGNOSE_JOBS="2", **env), cwd=str(ROOT),
+                         start_new_session=True)
+    end = time.monotonic() + 60
+    while not _children(p.pid) and p.poll() is None and time.monotonic() < end:
+        time.sleep(0.01)
+    assert p.poll() is None, "finished before its workers were seen: " + p.stderr.read().decode()[-300:]
+    time.sleep(0.2)
+    if sig == signal.SIGINT:
+        os.killpg(p.pid, sig)
+    else:
+        p.send_signal(sig)
+    t0 = time.monotonic()
+    out, err = p.communicate(timeout=60)
+    assert time.monotonic() - t0 < 15
+    assert p.returncode == 128 + sig and err == b"diagnose: interrupted\n", err.decode()[-600:]
+    end = time.monotonic() + 10
+    while _group_alive(p.pid) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert _group_alive(p.pid) == []

@@ -137,12 +137,18 @@ def read_inputs(inputs: list[Input], year: int | None = None) -> list:
     out: list = [None] * len(inputs)
     # the biggest first, so that no big file is left alone at the end on one core
     order = sorted(range(len(inputs)), key=lambda i: -_size(inputs[i]))
-    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as pool:
+    from .readers.spread import quiet_worker
+    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"), initializer=quiet_worker) as pool:
         futures = {pool.submit(_read_or_error, inputs[i], year): i for i in order}
         try:
             for f, i in futures.items():
                 out[i] = f.result()
         except BaseException:
+            # Interrupted (Ctrl-C, SIGTERM): the workers are ended, not waited for. A worker that
+            # is sending a big result waits for a reader the shutdown no longer runs, and joining
+            # it hung the run (and the workers were left behind).
+            for p in multiprocessing.active_children():
+                p.terminate()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
     return out

@@ -138,7 +138,19 @@ def _done(conn, got, cut: int, keep: int):
 
 # -- in a worker process -------------------------------------------------------------------------
 
+def quiet_worker() -> None:
+    """A forked worker's signals: Ctrl-C reaches the whole process group, and the parent alone
+    answers it (it stops its workers, says one line and exits 130); SIGTERM ends the worker at
+    once. The handlers inherited from the command (cli._interrupt) would raise in the worker
+    (a traceback on the terminal) and then ignore every further signal, SIGTERM too: a worker
+    left waiting forever, and the parent's exit waiting for it."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _serve(path: str, conn) -> None:
+    quiet_worker()
     fd = os.open(path, os.O_RDONLY)
     while True:
         try:
