@@ -110,11 +110,14 @@ def follow_case(big: Path, extra: Path, work: Path, passes: int = 1) -> tuple[fl
     shutil.copy(big, log)
     p = subprocess.Popen([sys.executable, "-m", "diagnose", "--follow", "--interval", "1s", "--format", "json", str(log)],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=str(REPO), env=_env())
+    from diagnose.live import CPU_SHARE
     try:
         p.stdout.readline()                     # the first pass: the whole log
         got = []
         for _ in range(passes):
-            time.sleep(1.5)
+            # past the wait --follow keeps after a pass, slowed to stay under its share of a core
+            # (live.pace; not after the first pass): each append is read by a pass of its own
+            time.sleep(max(1.5, got[-1][0] / CPU_SHARE + 0.5) if got else 1.5)
             cpu0 = _cpu_of(p.pid)
             t0 = time.monotonic()
             with open(log, "ab") as out, open(extra, "rb") as f:
