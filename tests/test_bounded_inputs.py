@@ -350,3 +350,28 @@ def test_rows_are_plausible_exactly_where_every_number_of_every_row_is_within_bo
         assert (cols is not None) == each(rows), rows
         if cols is not None:
             assert cols == {k: [r.get(k) for r in rows] for k in set().union(*rows)} or not rows, rows
+
+
+def test_the_rows_token_changes_whenever_rows_other_than_the_newest_may_move():
+    """Rows.token (what a --follow pass worked out of earlier rows holds while it is the same):
+    appending keeps it, also past the bound where each append replaces the pending newest row;
+    thinning and every list operation that can move or drop other rows replace it."""
+    from diagnose.evidence.model import Rows, _stats_series
+
+    rows = Rows(8, _stats_series)
+    t = rows.token
+    for i in range(8):
+        rows.append({"source": "a", "line": i})
+    assert rows.token is t
+    rows.append({"source": "a", "line": 8})             # past the bound: thinned
+    assert rows.token is not t
+    t = rows.token
+    for i in range(9, 13):                               # the pending newest replaced, nothing else moves
+        rows.append({"source": "a", "line": i})
+    assert rows.token is t
+    for op in (lambda r: r.sort(key=lambda x: -x["line"]), lambda r: r.reverse(), lambda r: r.insert(0, {}),
+               lambda r: r.remove(r[0]), lambda r: r.pop(), lambda r: r.__setitem__(slice(None), list(r)),
+               lambda r: r.__delitem__(0), lambda r: r.clear()):
+        before = rows.token
+        op(rows)
+        assert rows.token is not before

@@ -122,43 +122,9 @@ class Rows(list):
         self.memo = None            # what finish._plausible and stats_columns made of a copy's first rows
         self.copied_from = None     # on a copy (_copy): (the Rows, its token, its length) then
 
-    # What may move rows other than the newest: a new token (appending, and the pending row
-    # replaced by the next, do not).
-    def __setitem__(self, i, v):
-        self.token = object()
-        list.__setitem__(self, i, v)
-
-    def __delitem__(self, i):
-        self.token = object()
-        list.__delitem__(self, i)
-
     def __iadd__(self, other):
         self.extend(other)
         return self
-
-    def sort(self, *a, **kw):
-        self.token = object()
-        list.sort(self, *a, **kw)
-
-    def reverse(self):
-        self.token = object()
-        list.reverse(self)
-
-    def insert(self, i, v):
-        self.token = object()
-        list.insert(self, i, v)
-
-    def remove(self, v):
-        self.token = object()
-        list.remove(self, v)
-
-    def pop(self, i=-1):
-        self.token = object()
-        return list.pop(self, i)
-
-    def clear(self):
-        self.token = object()
-        list.clear(self)
 
     def share(self, other: "Rows") -> None:
         """Hold `other`'s rows and these within one cap: an input's launches, read one after the
@@ -281,6 +247,22 @@ class Rows(list):
         except KeyError:
             c.order = {id(n): order[id(o)] for o, n in zip(self, rows) if id(o) in order}
         return c
+
+
+def _moving(name: str):
+    """list's own `name`, replacing the Rows' token first: it may move rows other than the newest
+    (appending, and the pending row replaced by the next, do not)."""
+    base = getattr(list, name)
+
+    def method(self, *a, **kw):
+        self.token = object()
+        return base(self, *a, **kw)
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
+for _name in ("__setitem__", "__delitem__", "sort", "reverse", "insert", "remove", "pop", "clear"):
+    setattr(Rows, _name, _moving(_name))
 
 
 # While rows_copied() is on: id(Rows) -> (that Rows, its copy).
