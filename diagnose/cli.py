@@ -227,6 +227,9 @@ def analyze(
         import time
         from .live import _stamp, begin
         stop = begin()
+        # What start-up made lives as long as the loop: out of the collections after each pass
+        # (live.run), which then walk only what the passes made.
+        gc.freeze()
         if follow and files:
             from .live import wait_for_files
             if not wait_for_files(files, every, stop):
