@@ -162,11 +162,18 @@ def test_a_big_log_read_by_the_workers_gives_the_report_one_process_gives(tmp_pa
 
 
 def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
+    """The processes whose parent is `pid` (/proc/PID/stat's fourth field: kernels without the
+    `children` file too)."""
+    kids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        kids.append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    return kids
 
 
 def _group_alive(pgid: int) -> list[int]:
