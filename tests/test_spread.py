@@ -107,8 +107,8 @@ def test_the_python_readers_runs_classified_by_workers_are_the_segments_it_makes
         if path.stat().st_size < 200_000:
             continue
         want = [_segment_fields(s) for s in scanner.segments(_blocks(path, 64 << 10))]
-        pool = spread.start(str(path), 2)
-        got = [_segment_fields(s) for s in spread.segments(_blocks(path, 64 << 10), pool, 2)]
+        pool = spread.Workers(str(path), 2)
+        got = [_segment_fields(s) for s in spread.segments(_blocks(path, 64 << 10), pool)]
         assert got == want, path
         assert not any(p.is_alive() for p in pool.procs)
         sent += len(want)
@@ -127,11 +127,11 @@ def test_a_run_the_file_no_longer_holds_is_classified_here_and_a_stopped_reading
     blocks = list(_blocks(f, 64 << 10))
     want = [_segment_fields(s) for s in scanner.segments(iter(blocks))]
     f.write_bytes(bytes(reversed(f.read_bytes())))     # the same size, other bytes
-    pool = spread.start(str(f), 2)
-    assert [_segment_fields(s) for s in spread.segments(iter(blocks), pool, 2)] == want
+    pool = spread.Workers(str(f), 2)
+    assert [_segment_fields(s) for s in spread.segments(iter(blocks), pool)] == want
 
-    pool = spread.start(str(f), 2)
-    segs = spread.segments(iter(blocks), pool, 2)
+    pool = spread.Workers(str(f), 2)
+    segs = spread.segments(iter(blocks), pool)
     next(segs)
     segs.close()
     assert not any(p.is_alive() for p in pool.procs)

@@ -371,8 +371,8 @@ class LineRead:
             from .readers import spread
             n = spread.workers_for(behind, os.path.getsize(behind)) if behind else 0
             if n:
-                pool = spread.start(behind, n)
-                segs = spread.segments(read_ahead(src), pool, n, display=inp.display)
+                pool = spread.Workers(behind, n)     # forked before read_ahead's thread starts
+                segs = spread.segments(read_ahead(src), pool, display=inp.display)
             else:
                 segs = segments(read_ahead(src), display=inp.display)
         else:

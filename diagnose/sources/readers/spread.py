@@ -80,11 +80,7 @@ class Workers:
                 p.join(2)
 
 
-def start(path: str, workers: int) -> Workers:
-    return Workers(path, workers)
-
-
-def segments(blocks, pool: Workers, workers: int, keep: int = EVENT_KEEP, display: str = "input"):
+def segments(blocks, pool: Workers, keep: int = EVENT_KEEP, display: str = "input"):
     """scanner.segments(blocks) of a plain file, its runs classified by `pool`'s workers, which
     are stopped when the segments end (or their reading stops)."""
     where = [None, 0]                   # the block line_runs cuts now, and its offset in the file
@@ -112,7 +108,7 @@ def segments(blocks, pool: Workers, workers: int, keep: int = EVENT_KEEP, displa
                     pending.append((None, _segment(block, keep, True, _KW), cut))
             else:
                 pending.append((None, _segment(block, keep, True, _KW), cut))
-            while len(pending) > DEPTH * workers or (pending and pending[0][0] is None):
+            while len(pending) > DEPTH * pool.n or (pending and pending[0][0] is None):
                 yield _done(*pending.popleft(), keep)
         while pending:
             yield _done(*pending.popleft(), keep)
