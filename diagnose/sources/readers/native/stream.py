@@ -42,7 +42,8 @@ class Producer:
             # The parsers' thread reads evidence text through a descriptor of its own; the workers'
             # one is closed by the thread that runs them, once they are all done.
             self.text_fd = _open(path, self.display)
-        threading.Thread(target=self._run, daemon=True, name="diagnose-read").start()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="diagnose-read")
+        self.thread.start()
 
     def _tasks(self, keep: int):
         """(function, args) per segment, in line order."""
@@ -121,6 +122,10 @@ class Producer:
         if self.text_fd is not None:
             os.close(self.text_fd)
             self.text_fd = None
+
+    def join(self) -> None:
+        """Wait for the workers, once closed: the ranges they were scanning end first."""
+        self.thread.join()
 
 
 def _open(path: str, display: str) -> int:
