@@ -110,6 +110,7 @@ def test_the_first_big_plain_file_among_the_arguments_is_started(tmp_path, nativ
     p.close()
     p.join()
     assert not early.start(["-f", "json", str(small), str(gz), "-"])
+    assert not early.start(["--follow", str(first)])
     assert not _readers_alive()
 
 

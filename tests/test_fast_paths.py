@@ -239,21 +239,30 @@ def test_made_up_batch_lines_take_the_fast_path_only_where_it_gives_the_same():
         assert _fast_stats(h + "[2025-01-06 02:58:44 TP5] " + body, "sglang") is None, h
 
 
-def test_a_log_read_with_and_without_the_fast_path_is_the_same():
-    """Whole logs, the fast path on and off: the same launches, evidence, coverage, parsers' state."""
+def _fields(obj) -> dict:
+    return {k: getattr(obj, k) for k in getattr(type(obj), "__slots__", ())} or dict(vars(obj))
+
+
+def _read_whole(path):
+    """What reading a log leaves: its launches, evidence, coverage and parsers' state."""
     from conftest import evidence_summary
 
-    from diagnose.sources import loading, resolve
+    from diagnose.sources import resolve
     from diagnose.sources.loading import read_input
+    r = read_input(resolve([str(path)])[0])
+    out = []
+    for p in r.pieces:
+        p.ev.inputs = [r.info]
+        out.append((p.describe(), evidence_summary(p.ev), sorted(p.ev.ray_ips), dict(p.engine_lines), p.first_engine,
+                    [sorted(q.procs_seen) for q in p.parsers if hasattr(q, "procs_seen")],
+                    {k: _fields(life) for k, life in p.ev.lifecycle.items()}))
+    return out, r.info.to_json()
 
-    def read(path):
-        r = read_input(resolve([str(path)])[0])
-        out = []
-        for p in r.pieces:
-            p.ev.inputs = [r.info]
-            out.append((p.describe(), evidence_summary(p.ev), sorted(p.ev.ray_ips), dict(p.engine_lines), p.first_engine,
-                        [sorted(q.procs_seen) for q in p.parsers if hasattr(q, "procs_seen")]))
-        return out, r.info.to_json()
+
+def test_a_log_read_with_and_without_the_fast_path_is_the_same():
+    """Whole logs, the fast path on and off: the same launches, evidence, coverage, parsers' state."""
+    from diagnose.sources import loading
+    read = _read_whole
 
     texts = {p: p.read_text(errors="replace") for p in sorted((FIXTURES / "real").glob("*.log"))}
     vllm = [p for p, t in texts.items() if "throughput: " in t]
@@ -267,6 +276,85 @@ def test_a_log_read_with_and_without_the_fast_path_is_the_same():
         finally:
             loading.FAST_STATS = saved
         assert fast == plain, path
+
+
+def _without_access_path(monkeypatch):
+    from diagnose.sources import loading
+    monkeypatch.setattr(loading, "_fast_access", lambda *a: False)
+
+
+def test_a_log_read_with_and_without_the_access_line_path_is_the_same(monkeypatch):
+    """Whole logs with uvicorn access lines (process prefixes, colours, collectors, errors and
+    probes among them), the access lines' fast path on and off: the same in every respect."""
+    from diagnose.sources.engines.common import plain_access
+    from diagnose.sources.formats import KEYWORDS_RE
+    paths = [p for p in sorted((FIXTURES / "real").glob("*.log")) if 'INFO:  ' in p.read_text(errors="replace")]
+    taken = sum(plain_access(t, KEYWORDS_RE) is not None for p in paths for t in p.read_text(errors="replace").split("\n"))
+    assert len(paths) >= 25 and taken > 20_000
+    for path in paths:
+        fast = _read_whole(path)
+        with monkeypatch.context() as m:
+            _without_access_path(m)
+            plain = _read_whole(path)
+        assert fast == plain, path
+
+
+ACCESS_TAIL = '10.0.0.1:5000 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+# (line, whether the fast path takes it): each read alike either way
+MADE_UP_ACCESS = [
+    (f"INFO:     {ACCESS_TAIL}", True),
+    (f"(APIServer pid=7) INFO:     {ACCESS_TAIL}", True),
+    (f"\x1b[36m(APIServer pid=7)\x1b[0m INFO:     {ACCESS_TAIL}", True),
+    ('(APIServer pid=7) INFO:     10.0.0.1:5000 - "GET /health HTTP/1.1" 503 Service Unavailable', True),
+    ('(APIServer pid=7) INFO:     10.0.0.1:5000 - "POST /v1/completions HTTP/1.1" 429 Too Many Requests', True),
+    ('(APIServer pid=7) INFO:     10.0.0.1:5000 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error', True),
+    ('(APIServer pid=7) INFO:     10.0.0.1:5000 - "GET /metrics?x=1 HTTP/1.1" 200 OK', True),
+    (f"(APIServer pid=7) (Nested pid=8) INFO:     {ACCESS_TAIL}", False),     # two prefixes: peel's loop
+    (f"(RayWorkerWrapper pid=9, ip=10.1.1.1) INFO:     {ACCESS_TAIL}", False),   # a Ray address
+    (f"(APIServer pid=7) INFO:     {ACCESS_TAIL} ", False),                     # what visible() strips
+    (f"(APIServer pid=7) INFO:     {ACCESS_TAIL}\r", False),
+    (f"bar 10%|#  | 1/10 [00:01<00:09,  1.00it/s](APIServer pid=7) INFO:     {ACCESS_TAIL}", False),
+    (f"(APIServer pid=7) INFO:     {ACCESS_TAIL} [repeated 3x across cluster]", False),
+    ('(APIServer pid=7) INFO:     10.0.0.1:5000 - "POST /v1/requests HTTP/1.1" 200 OK', False),
+    ('(APIServer pid=7) INFO:     10.0.0.1:5000 - "GET /models--a--b/snapshots/c HTTP/1.1" 200 OK', False),
+    ('(APIServer pid=7) INFO:     10.0.0.1:5000 - "POST /kv_connector HTTP/1.1" 200 OK', False),
+    ('(APIServer pid=7) INFO:     10.0.0.1:5000 - "POST /v1/x?pid=3 HTTP/1.1" 200 OK', False),
+    (f"vllm-1  | INFO:     {ACCESS_TAIL}", False),                               # a compose stream
+    (f"2025-11-20T09:00:03.1Z INFO:     {ACCESS_TAIL}", False),                  # a collector's time
+    (f"[2025-11-20 09:00:03] INFO:     {ACCESS_TAIL}", False),                   # SGLang's header
+    ("(APIServer pid=7) INFO:     Application startup complete.", False),
+]
+
+
+def test_made_up_access_lines_take_the_fast_path_only_where_it_gives_the_same(tmp_path, monkeypatch):
+    """Each line in a log after a server's start-up, and after a traceback (whose reading an error
+    word goes on): the fast path takes the lines it is meant to, and every line reads alike."""
+    from diagnose.sources.engines.common import plain_access
+    from diagnose.sources.formats import KEYWORDS_RE
+    head = (FIXTURES / "seed003" / "realtime.log").read_text().split("\n")[:120]
+    tb = ["(APIServer pid=7) ERROR 11-20 09:03:01 [core.py:1] Traceback (most recent call last):",
+          '(APIServer pid=7)   File "x.py", line 1, in f']
+    for text, fast in MADE_UP_ACCESS:
+        assert (plain_access(text, KEYWORDS_RE) is not None) == fast, text
+        for before in ([], tb):
+            p = tmp_path / "a.log"
+            p.write_text("\n".join(head + before + [text, text.replace(" 200 ", " 404 "), "(APIServer pid=7) INFO 11-20 09:04:00 [x.py:1] done"]) + "\n")
+            got = _read_whole(p)
+            with monkeypatch.context() as m:
+                _without_access_path(m)
+                assert got == _read_whole(p), (text, before)
+
+
+def test_no_engine_header_or_exception_opens_an_access_lines_message():
+    """The access lines' fast path does not look for an engine's logger header in the message
+    (peel does), nor for the exception a traceback ends with (feed_common does, in a traceback):
+    neither opens with uvicorn's `INFO:`."""
+    from diagnose.sources.engines.common import EXC_LINE
+    from diagnose.sources.readers.lineprefix import HEADERS
+    for msg in (f"INFO:     {ACCESS_TAIL}", f"INFO: {ACCESS_TAIL}", "INFO:  [::1]:80 - \"GET / HTTP/1.1\" 200",
+                'INFO:     1.2.3.4:5 - "GET /ValueError: HTTP/1.1" 500 Internal Server Error'):
+        assert [h(msg) for h in HEADERS] == [None] * len(HEADERS), msg
+        assert EXC_LINE.match(msg) is None, msg
 
 
 def test_damaged_stats_lines_are_read_alike_with_and_without_the_fast_path(tmp_path):

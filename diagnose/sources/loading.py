@@ -25,7 +25,7 @@ from ..evidence.model import Evidence, InputInfo
 from . import formats
 from .coverage import Coverage, classify, expected_by
 from .engines import ENGINES
-from .engines.common import ACCESS_BYTES, REQUEST_BYTES, feed_common
+from .engines.common import ACCESS_BYTES, REQUEST_BYTES, access, feed_common, plain_access
 from .engines.sglang.lines import batch_line as sglang_batch_line
 from .engines.vllm.lines import stats_line as vllm_stats_line, values_row
 from .formats import json_lines
@@ -532,6 +532,8 @@ def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bo
             enveloped = True
     if keyword and not enveloped and _fast_stats(st, cov, clock, n, text, keyword):
         return
+    if keyword and not enveloped and "INFO:" in text and _fast_access(st, cov, n, text, fmt_kw):
+        return
     before = st.piece.launch_line is None
     if not keyword:
         for r in st.readers:
@@ -620,6 +622,25 @@ def _fast_stats(st: _State, cov: Coverage, clock: Clock, n: int, text: str, read
         cov.line(n, p.engine, line.raw, read=True)
         return True
     return False
+
+
+def _fast_access(st: _State, cov: Coverage, n: int, text: str, fmt_kw) -> bool:
+    """An access line read as the plain path of _one reads it (engines.common.plain_access says
+    which lines that path reads as nothing else): its stream's launch piece, no time (uvicorn
+    writes none: Clock.at's None), feed_common's access branch, `shared` coverage (a traceback
+    being read takes nothing from a message that opens with `INFO:`: EXC_LINE). False, having
+    done nothing, for any other line."""
+    got = plain_access(text, fmt_kw)
+    if got is None:
+        return False
+    raw, msg, m = got
+    piece = st.current.get(None) or st.stream(None)
+    ev = piece.ev
+    st.piece = piece
+    piece.saw(n, None, raw)
+    access(m, st.src, n, raw, ev, None, ev.lifecycle.get(st.src))
+    cov.line(n, "shared", raw)
+    return True
 
 
 def c_stats_line(src: str, n: int, text: str, v) -> Line:

@@ -12,7 +12,7 @@ from ...lazyre import lazy
 from ...redact import redact
 from ..literals import needles
 from ...memo import MISS, Memo
-from ..readers.lineprefix import Line
+from ..readers.lineprefix import ANSI, Line
 from . import ENGINES
 
 NCCL = re.compile(r"^(?P<host>[\w.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL (?P<lvl>INFO|WARN) (?P<text>.*)")
@@ -170,23 +170,7 @@ def _shared(msg: str, line: Line, ev: Evidence, when, life) -> bool:
     if msg.startswith("INFO:"):
         m = ACCESS.match(msg)
         if m:
-            path = m.group("path").split("?", 1)[0]
-            status = m.group("status")
-            ev.count("access_lines")
-            ev.count(f"status_{status}")
-            if status[0] == "5" or status == "429":
-                ev.add_event(f"http_{status}", src, n, lambda: redact(line.raw), when)
-                # A refusal is the admission limit only for a real request: a health probe
-                # answered 503 while the model loads or warms up is not load shed. (The readers
-                # of big logs count the same: scanner.py, native/scan.c.)
-                if status in ("503", "429") and not path.startswith(PROBE_PATHS):
-                    ev.count("requests_refused")
-                    ev.add_event("request_refused", src, n, lambda: redact(line.raw), when)
-            if path.startswith(PROBE_PATHS):
-                ev.count("access_probe_lines")
-                ev.add_event("access_probe", src, n, lambda: redact(line.raw), when)
-            elif life is not None and status[0] != "5":
-                note_alive(ev, src)     # it answered a request (a 500 after a crash says nothing of that)
+            access(m, src, n, line.raw, ev, when, life)
             return True
         if "Application startup complete" in msg or "Uvicorn running on" in msg:
             ev.add_event("server_ready", src, n, line.raw, when)
@@ -253,6 +237,57 @@ def _shared(msg: str, line: Line, ev: Evidence, when, life) -> bool:
             _exit_status(int(m.group("code")), line, ev, when)
             return True
     return False
+
+
+def access(m: re.Match, src: str, n: int, raw: str, ev: Evidence, when, life) -> None:
+    """An access line (ACCESS's match `m` of its message): counted by status, its errors,
+    refusals and probes kept as examples; an answered request shows the server alive."""
+    path = m.group("path").split("?", 1)[0]
+    status = m.group("status")
+    ev.count("access_lines")
+    ev.count(f"status_{status}")
+    if status[0] == "5" or status == "429":
+        ev.add_event(f"http_{status}", src, n, lambda: redact(raw), when)
+        # A refusal is the admission limit only for a real request: a health probe
+        # answered 503 while the model loads or warms up is not load shed. (The readers
+        # of big logs count the same: scanner.py, native/scan.c.)
+        if status in ("503", "429") and not path.startswith(PROBE_PATHS):
+            ev.count("requests_refused")
+            ev.add_event("request_refused", src, n, lambda: redact(raw), when)
+    if path.startswith(PROBE_PATHS):
+        ev.count("access_probe_lines")
+        ev.add_event("access_probe", src, n, lambda: redact(raw), when)
+    elif life is not None and status[0] != "5":
+        note_alive(ev, src)     # it answered a request (a 500 after a crash says nothing of that)
+
+
+# uvicorn's access line as it most often comes (a busy server's small log is mostly these): no
+# collector or stream prefix, at most a process prefix without an address, then `INFO:`.
+PLAIN_ACCESS = re.compile(r"(?:\((?:[^()]*? )?pid=\d+\) )?(?=INFO: )")
+# What else in such a line would make peel or feed_common do more than read it as an access line:
+# a request line's words, a model snapshot's path, a tqdm bar before it, the disaggregation and KV
+# transfer hints (searched in the whole line: more lines go the plain way, never fewer).
+ACCESS_BUSY = re.compile("|".join([re.escape(x) for x in ("request", "snapshots", "it/s]", "s/it]")]
+                                  + [DISAGG_HINTS_RE.pattern, KV_XFER_HINTS_RE.pattern]))
+
+
+def plain_access(text: str, fmt_kw):
+    """(the line as evidence shows it, its message, ACCESS's match) of an access line that
+    lineprefix.peel and feed_common would read as nothing but one (the loop's fast path: its
+    other checks then have nothing to find); None for any other line, which takes the plain path.
+    `fmt_kw`: the formats' opening words, looked for in the line as the loop does first."""
+    raw = ANSI.sub("", text) if "\x1b" in text else text
+    p = PLAIN_ACCESS.match(raw)
+    if p is None:
+        return None
+    msg = raw[p.end():]
+    m = ACCESS.match(msg)
+    # (no engine's logger header opens with `INFO:`, so peel finds none in the message: checked in
+    # tests/test_fast_paths.py rather than line by line)
+    if (m is None or raw[-1:] in " \r\n" or "\r" in raw or raw.endswith("cluster]") or "pid=" in msg
+            or ACCESS_BUSY.search(raw) or fmt_kw.search(text, 0, 160)):
+        return None
+    return raw, msg, m
 
 
 def quiet_plain(msg: str) -> bool:

@@ -23,6 +23,8 @@ def _identity(st: os.stat_result) -> tuple:
 def start(argv: list[str]) -> bool:
     """Start the C reader on the first argument naming a big plain file; True when started."""
     global _held
+    if "--follow" in argv:
+        return False        # a followed file is read its own way (sources/following.py)
     from .bulk import FAST_MIN_BYTES
     for a in argv:
         if a.startswith("-"):

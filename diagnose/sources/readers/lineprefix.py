@@ -128,11 +128,13 @@ def peel(source: str, lineno: int, text: str) -> Line:
 
 
 def _header(text: str):
+    """The engine logger header `text` opens with (the first engine's that matches), or None."""
     for match in HEADERS:
         h = match(text)
         if h is not None:
             return h
     return None
+
 
 
 def _dt(date: str, hms: str) -> datetime | None:
