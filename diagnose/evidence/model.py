@@ -114,7 +114,10 @@ class Rows(list):
         self.order: dict = {}       # id(row) -> its number in its series (only once thinning began)
         self.dropped = 0
         self._pending = False       # the last row is off the stride: replaced by the next one
-        self.shared: list = [self]  # Rows that share `cap` (the launches of one input: share())
+        # The Rows that share `cap` with this one (the launches of one input: share()), None while
+        # alone: a list holding the Rows itself would make every Rows a reference cycle, which only
+        # the collector frees (and a run goes without it: each folded launch's rows stayed).
+        self.shared: list | None = None
         # Replaced whenever rows other than the newest may change place (thinning, a parser's
         # sort or filter): what was worked out of these rows under one token holds for them, the
         # newest aside, while the token is the same (finish._plausible, a --follow pass).
@@ -129,21 +132,28 @@ class Rows(list):
     def share(self, other: "Rows") -> None:
         """Hold `other`'s rows and these within one cap: an input's launches, read one after the
         other, take no more memory together than one launch may (the largest is thinned first)."""
-        if other.shared is not self.shared:
-            self.shared.extend(other.shared)
-            for r in other.shared:
-                r.shared = self.shared
+        if other.shared is not None and other.shared is self.shared:
+            return
+        if self.shared is None:
+            self.shared = [self]
+        theirs = other.shared if other.shared is not None else [other]
+        self.shared.extend(theirs)
+        for r in theirs:
+            r.shared = self.shared
 
     def leave(self) -> None:
         """No longer held within the shared cap (its rows were taken by another Evidence)."""
-        if len(self.shared) > 1:
+        group = self.shared
+        if group is not None:
             # by identity: Rows are lists, and list.remove() takes the first *equal* one (two
             # launches of one log copied twice hold equal rows: the wrong one left the cap)
-            self.shared[:] = [r for r in self.shared if r is not self]
-            self.shared = [self]
+            group[:] = [r for r in group if r is not self]
+            self.shared = None
+            if len(group) == 1:     # the one left is alone again
+                group[0].shared = None
 
     def _used(self) -> int:
-        return len(self) if len(self.shared) == 1 else sum(map(len, self.shared))
+        return len(self) if self.shared is None else sum(map(len, self.shared))
 
     def append(self, row) -> None:
         if self.stride == 1 and self._used() < self.cap:
@@ -153,7 +163,7 @@ class Rows(list):
             self.order.pop(id(list.pop(self)), None)
             self.dropped += 1
         if self.stride == 1 or self._used() >= self.cap:
-            victim = max(self.shared, key=len)
+            victim = max(self.shared, key=len) if self.shared is not None else self
             if victim is not self and len(victim) > len(self):
                 victim._thin()      # an earlier launch's rows, evenly thinned: this one goes on as it was
                 if self.stride == 1:
@@ -282,7 +292,7 @@ def rows_copied():
         _COPIES = None
     relinked: dict = {}
     for orig, _copy in list(made.values()):
-        if id(orig.shared) in relinked:
+        if orig.shared is None or id(orig.shared) in relinked:
             continue
         group = []
         for r in orig.shared:       # a member pickle did not reach is copied too

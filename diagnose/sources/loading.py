@@ -302,10 +302,11 @@ class _State:
                 self.pieces.remove(old)
                 self.folds += 1
                 if self.folds % COLLECT_EVERY == 0:
-                    # A folded launch's evidence is freed only by the cycle collector (its
-                    # objects refer to each other), which an analysis keeps off (cli.py): without
-                    # this, a restart loop of thousands grows by ~60 KB a launch. The young
-                    # generations only: what was made since the last time, not the whole run.
+                    # A folded launch's evidence is freed by reference counting (its samples'
+                    # Rows and its parsers hold no cycle: tests/test_real_files.py); this is for
+                    # any cycle a reader makes all the same, which an analysis would keep (the
+                    # collector is off, cli.py). The young generations only: what was made since
+                    # the last time, not the whole run.
                     gc.collect(1)
         return p
 

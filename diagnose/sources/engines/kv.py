@@ -223,7 +223,10 @@ class WrappedDump:
     JSON): the parser opens it on its first line, the loader hands it every following line
     (`wants_more`/`more`) until `step` says it has closed or `limit` lines have come, then `done`
     gets the joined body. `step(text, state) -> (state, closed)` carries its count line by line:
-    re-scanning the whole joined dump for every new line was quadratic."""
+    re-scanning the whole joined dump for every new line was quadratic. `done(owner, body, line,
+    ev)`: a function, the parser that owns the dump given at each call (a bound method held here
+    made every parser a reference cycle, which a run without the collector never freed: a
+    restart loop of thousands kept each launch's parser)."""
 
     def __init__(self, step, limit: int, done) -> None:
         self.step, self.limit, self.done = step, limit, done
@@ -237,19 +240,19 @@ class WrappedDump:
     def wants_more(self) -> bool:
         return self.parts is not None
 
-    def more(self, text: str, ev) -> None:
+    def more(self, owner, text: str, ev) -> None:
         text = text.rstrip("\r\n")
         self.parts.append(text)
         self.state, closed = self.step(text, self.state)
         if closed or len(self.parts) > self.limit:
-            self.finish(ev)
+            self.finish(owner, ev)
 
-    def finish(self, ev) -> None:
+    def finish(self, owner, ev) -> None:
         """Also at the end of input with the dump still open (a truncated paste): use what came."""
         if self.parts is not None:
             body, line = "".join(self.parts), self.line    # pastes break mid-token: join as is
             self.parts = None
-            self.done(body, line, ev)
+            self.done(owner, body, line, ev)
 
 
 @lru_cache(maxsize=4)

@@ -93,7 +93,7 @@ class SglangParser:
 
     def __init__(self) -> None:
         self.version: str | None = None
-        self._dump = kv.WrappedDump(_args_step, 200, self._server_args)   # a ServerArgs dump wrapped over lines
+        self._dump = kv.WrappedDump(_args_step, 200, type(self)._server_args)   # a ServerArgs dump wrapped over lines
         self._prefill_tokens = 0.0
         self._prefill_cached = 0.0
         self._prefill_seqs = 0.0
@@ -110,10 +110,10 @@ class SglangParser:
         return self._dump.wants_more()
 
     def more(self, text: str, ev: Evidence) -> None:
-        self._dump.more(text, ev)
+        self._dump.more(self, text, ev)
 
     def finish(self, ev: Evidence) -> None:
-        self._dump.finish(ev)
+        self._dump.finish(self, ev)
         hung = self._health_fail
         if len(hung) >= 2 and self._last_batch < hung[0][0].lineno:
             line, when = hung[0]

@@ -98,7 +98,7 @@ class TrtllmParser:
 
     def __init__(self) -> None:
         self.version: str | None = None
-        self._dump = kv.WrappedDump(_braces_step, 50, self._json_line)   # a stats JSON line wrapped by the paste
+        self._dump = kv.WrappedDump(_braces_step, 50, type(self)._json_line)   # a stats JSON line wrapped by the paste
         self._tpb: int | None = None
         self._blocks: int | None = None
         self._args_next = False          # the line after "LLM Args:" holds them
@@ -108,10 +108,10 @@ class TrtllmParser:
         return self._dump.wants_more()
 
     def more(self, text: str, ev: Evidence) -> None:
-        self._dump.more(text, ev)
+        self._dump.more(self, text, ev)
 
     def finish(self, ev: Evidence) -> None:
-        self._dump.finish(ev)
+        self._dump.finish(self, ev)
 
     def feed(self, line: Line, ev: Evidence, when) -> bool:
         msg = line.msg
