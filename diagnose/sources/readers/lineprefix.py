@@ -136,7 +136,6 @@ def _header(text: str):
     return None
 
 
-
 def _dt(date: str, hms: str) -> datetime | None:
     try:
         return datetime.fromisoformat(f"{date} {hms}")
