@@ -100,9 +100,12 @@ def test_the_first_big_plain_file_among_the_arguments_is_started(tmp_path, nativ
     small.write_bytes(SEED.read_bytes()[:1000])
     gz = tmp_path / "big.log.gz"
     gz.write_bytes(gzip.compress(SEED.read_bytes() * 6))
+    binary = tmp_path / "core.bin"
+    binary.write_bytes(b"\x00\x01" * BIG)
     first, second = _big(tmp_path, "first.log"), _big(tmp_path, "second.log")
     assert early.start(["-f", "json", str(tmp_path / "missing.log"), str(small), str(gz), str(tmp_path),
-                        str(first), str(second)])
+                        str(binary), str(first), str(second)])
+    assert early.take(str(binary)) is None
     assert early.take(str(second)) is None
     p = early.take(str(first))
     assert p is not None

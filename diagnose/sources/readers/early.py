@@ -11,7 +11,6 @@ wrong costs the CPU of the scan until then, and reads nothing the user gave any 
 from __future__ import annotations
 
 import os
-import stat
 
 _held = None        # (path, the file's identity when started, its Producer)
 
@@ -25,17 +24,16 @@ def start(argv: list[str]) -> bool:
     global _held
     if "--follow" in argv:
         return False        # a followed file is read its own way (sources/following.py)
-    from .bulk import FAST_MIN_BYTES
+    from . import bulk
     for a in argv:
         if a.startswith("-"):
             continue
         try:
-            st = os.stat(a)
-            if not stat.S_ISREG(st.st_mode) or st.st_size < FAST_MIN_BYTES:
+            # a big regular file, not gzip (read through Python's zlib), text: what the run's
+            # own check (loading.big_logs) asks of the file it starts the C reader on
+            if not bulk.usable(a, bulk.read_head(a, 65536)):
                 continue
-            with open(a, "rb") as f:
-                if f.read(2) == b"\x1f\x8b":
-                    continue        # gzip is read through Python's zlib: not from here
+            st = os.stat(a)
         except (OSError, ValueError):
             continue
         from . import native
