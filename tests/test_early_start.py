@@ -114,6 +114,9 @@ def test_the_first_big_plain_file_among_the_arguments_is_started(tmp_path, nativ
     p.join()
     assert not early.start(["-f", "json", str(small), str(gz), "-"])
     assert not early.start(["--follow", str(first)])
+    fifo = tmp_path / "pipe.log"
+    os.mkfifo(fifo)             # never opened: a read would take the writer's lines or wait for one
+    assert not early.start([str(fifo)])
     assert not _readers_alive()
 
 

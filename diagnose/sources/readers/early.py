@@ -11,6 +11,7 @@ wrong costs the CPU of the scan until then, and reads nothing the user gave any 
 from __future__ import annotations
 
 import os
+import stat
 
 _held = None        # (path, the file's identity when started, its Producer)
 
@@ -29,11 +30,12 @@ def start(argv: list[str]) -> bool:
         if a.startswith("-"):
             continue
         try:
-            # a big regular file, not gzip (read through Python's zlib), text: what the run's
-            # own check (loading.big_logs) asks of the file it starts the C reader on
-            if not bulk.usable(a, bulk.read_head(a, 65536)):
-                continue
+            # Only a regular file is opened (a FIFO would lose what this read takes, or wait
+            # for a writer); then what the run's own check (loading.big_logs) asks of the file it
+            # starts the C reader on: big, not gzip (read through Python's zlib), text.
             st = os.stat(a)
+            if not stat.S_ISREG(st.st_mode) or not bulk.usable(a, bulk.read_head(a, 65536)):
+                continue
         except (OSError, ValueError):
             continue
         from . import native
