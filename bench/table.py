@@ -100,19 +100,41 @@ def _cpu_of(pid: int) -> float:
     return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _lines_in(path: Path) -> int:
+    n = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(8 << 20), b""):
+            n += block.count(b"\n")
+    return n
+
+
+def _report_of(p, lines: int) -> dict:
+    """The next report line of the --follow process `p` that has read `lines` lines of its log."""
+    while True:
+        out = p.stdout.readline()
+        if not out:
+            raise RuntimeError("diagnose --follow ended before reading %d lines" % lines)
+        doc = json.loads(out)
+        if sum(i.get("lines") or 0 for i in doc.get("inputs") or ()) >= lines:
+            return doc
+
+
 def follow_case(big: Path, extra: Path, work: Path, passes: int = 1) -> tuple[float, float]:
-    """CPU seconds of the --follow pass after `extra` is appended to a copy of `big`, and of the
-    same pass's wall time (from the append to the report line); with `passes`, `extra` is
+    """CPU seconds of the --follow pass after `extra` is appended to a copy of `big` (of the passes,
+    when one began before the append was all written: until a report has read every line), and
+    its wall time (from the append to that report line); with `passes`, `extra` is
     appended that many times, a pass after each, and the pass that cost the least CPU is given
     (as the other rows give the best of their runs: the CPU time of one pass is counted in 10 ms
     ticks, on a machine whose speed drifts)."""
     log = work / "followed.log"
     shutil.copy(big, log)
+    lines = _lines_in(big)
+    extra_lines = _lines_in(extra)
     p = subprocess.Popen([sys.executable, "-m", "diagnose", "--follow", "--interval", "1s", "--format", "json", str(log)],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=str(REPO), env=_env())
     from diagnose.live import CPU_SHARE
     try:
-        p.stdout.readline()                     # the first pass: the whole log
+        _report_of(p, lines)                    # the first pass: the whole log
         got = []
         for _ in range(passes):
             # past the wait --follow keeps after a pass, slowed to stay under its share of a core
@@ -122,7 +144,10 @@ def follow_case(big: Path, extra: Path, work: Path, passes: int = 1) -> tuple[fl
             t0 = time.monotonic()
             with open(log, "ab") as out, open(extra, "rb") as f:
                 shutil.copyfileobj(f, out, 8 << 20)
-            p.stdout.readline()
+            lines += extra_lines
+            # A pass may start while the append is still being written: its report covers part
+            # of it, and the pass after it the rest. Both are the cost of reading the append.
+            _report_of(p, lines)
             wall = time.monotonic() - t0
             got.append((_cpu_of(p.pid) - cpu0, wall))
         return min(got)

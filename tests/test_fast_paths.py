@@ -357,6 +357,108 @@ def test_no_engine_header_or_exception_opens_an_access_lines_message():
         assert EXC_LINE.match(msg) is None, msg
 
 
+# -- vLLM request lines: loading._fast_request against the plain path of loading._one ------------
+
+def _request_lines():
+    from diagnose.sources.engines.common import REQUEST_LINE
+    return [t for t in _stats_lines("request") if REQUEST_LINE.search(t)]
+
+
+def test_a_request_line_read_whole_gives_what_the_peeler_and_the_parser_give():
+    """Each real request line the fast path takes: the Line peel() makes, no launch marker, the
+    shared lines' checks leave it, and the vLLM parser's reading of it gives the same (its process
+    noted before, as the fast path requires)."""
+    from diagnose.evidence.model import Evidence
+    from diagnose.sources.engines.common import feed_common
+    from diagnose.sources.engines.vllm.lines import request_line
+    from diagnose.sources.launches import marker
+    from diagnose.sources.readers.lineprefix import peel
+    taken = []
+    for text in _request_lines():
+        line = request_line("s", 7, text)
+        if line is None:
+            continue
+        assert line == peel("s", 7, text), text
+        ev, plain = Evidence(), _parser("vllm")
+        plain.procs_seen.add(line.proc)
+        assert (feed_common(line, ev, None), marker(line.msg), plain.feed(line, ev, None)) == (False, None, True), text
+        ev2, fast = Evidence(), _parser("vllm")
+        fast.request(line, ev2, None)
+        assert _made(ev2) == _made(ev), text
+        taken.append(text)
+    # every real one (V0's shape: the made-up lines below add V1's process prefixes), received and added
+    assert len(taken) > 2_500 and len(taken) == len(_request_lines())
+    assert any("] Added request" in t for t in taken) and any("] Received request" in t for t in taken)
+
+
+def _without_request_path(monkeypatch):
+    from diagnose.sources import loading
+    monkeypatch.setattr(loading, "_fast_request", lambda *a: False)
+
+
+def test_a_log_read_with_and_without_the_request_line_path_is_the_same(monkeypatch):
+    """Whole logs that log their requests, the request lines' fast path on and off: the same
+    launches, evidence, coverage, parsers' state."""
+    paths = [p for p in sorted((FIXTURES / "real").glob("*.log"))
+             if "] Received request" in p.read_text(errors="replace") or "] Added request" in p.read_text(errors="replace")]
+    assert len(paths) >= 6
+    for path in paths:
+        fast = _read_whole(path)
+        with monkeypatch.context() as m:
+            _without_request_path(m)
+            plain = _read_whole(path)
+        assert fast == plain, path
+
+
+REQUEST_TAIL = "Received request chatcmpl-1a2b: prompt: 'Hello there', params: SamplingParams(n=1), prompt_token_ids: [1, 2]"
+V1_HEAD = "(APIServer pid=7) INFO 11-20 09:03:02 [logger.py:40] "
+# (line, whether the fast path takes it): each read alike either way
+MADE_UP_REQUESTS = [
+    (V1_HEAD + REQUEST_TAIL, True),
+    (V1_HEAD + "Added request chatcmpl-1a2b.", True),
+    (V1_HEAD + "Finished request chatcmpl-1a2b.", True),
+    (V1_HEAD + "Aborted request chatcmpl-1a2b.", True),
+    ("INFO 11-20 09:03:02 logger.py:39] " + REQUEST_TAIL, True),               # V0: no brackets, no prefix
+    ("\x1b[1;36m(APIServer pid=7)\x1b[0;0m INFO 11-20 09:03:02 [logger.py:40] " + REQUEST_TAIL, True),
+    (V1_HEAD + REQUEST_TAIL + "   ", True),                                     # visible() strips it, as peel does
+    (V1_HEAD + REQUEST_TAIL.replace("Hello there", "INFO: 10.0.0.1:5 - \"GET / HTTP/1.1\" 200 OK"), True),
+    (V1_HEAD + REQUEST_TAIL.replace("Hello there", "Traceback (most recent call last): ValueError: x"), True),
+    ("(RayWorkerWrapper pid=9, ip=10.1.1.1) INFO 11-20 09:03:02 [logger.py:40] " + REQUEST_TAIL, False),  # a process not seen
+    ("(VllmWorkerProcess pid=9) INFO 11-20 09:03:02 [logger.py:40] " + REQUEST_TAIL, False),
+    ("(APIServer pid=7) (Nested pid=8) INFO 11-20 09:03:02 [logger.py:40] " + REQUEST_TAIL, False),  # peel's loop
+    (V1_HEAD + REQUEST_TAIL + " [repeated 3x across cluster]", False),
+    (V1_HEAD.replace("[logger.py:40] ", "[logger.py:40] ") + "Received request x: prompt: 'server_args=ServerArgs(a=1)'", False),
+    ("vllm-1  | " + V1_HEAD + REQUEST_TAIL, False),                             # a compose stream
+    ("2025-11-20T09:00:03.1Z " + V1_HEAD + REQUEST_TAIL, False),                # a collector's time
+    ("bar 10%|#  | 1/10 [00:01<00:09,  1.00it/s]" + V1_HEAD + REQUEST_TAIL, False),
+    (V1_HEAD + "Received a request", False),
+    ("[2025-11-20 09:00:03] Received request x", False),                       # SGLang's header
+]
+
+
+def test_made_up_request_lines_take_the_fast_path_only_where_it_gives_the_same(tmp_path, monkeypatch):
+    """Each line in a log after a server's start-up (its API server's process seen), and after a
+    traceback: the fast path takes the lines it is meant to, and every line reads alike."""
+    from diagnose.sources import loading
+    head = (FIXTURES / "seed003" / "realtime.log").read_text().split("\n")[:120]
+    assert any(t.startswith("(APIServer pid=") for t in head)
+    tb = ["(APIServer pid=7) ERROR 11-20 09:03:01 [core.py:1] Traceback (most recent call last):",
+          '(APIServer pid=7)   File "x.py", line 1, in f']
+    real = loading._fast_request
+    for text, fast in MADE_UP_REQUESTS:
+        for before in ([], tb):
+            p = tmp_path / "a.log"
+            p.write_text("\n".join(head + before + [text, text.replace("1a2b", "3c4d"), V1_HEAD + "done"]) + "\n")
+            took = {}       # line number -> whether the fast path took it
+            with monkeypatch.context() as m:
+                m.setattr(loading, "_fast_request", lambda *a: took.setdefault(a[3], real(*a)))
+                got = _read_whole(p)
+            assert took.get(len(head + before) + 1, False) == fast, (text, before)
+            with monkeypatch.context() as m:
+                _without_request_path(m)
+                assert got == _read_whole(p), (text, before)
+
+
 def test_damaged_stats_lines_are_read_alike_with_and_without_the_fast_path(tmp_path):
     """Values float() refuses: the fast path leaves the line to the plain one, or fails where it
     fails (after the same steps): the same malformed count, rows, launches and coverage."""

@@ -27,7 +27,7 @@ from .coverage import Coverage, classify, expected_by
 from .engines import ENGINES
 from .engines.common import ACCESS_BYTES, REQUEST_BYTES, access, feed_common, plain_access
 from .engines.sglang.lines import batch_line as sglang_batch_line
-from .engines.vllm.lines import stats_line as vllm_stats_line, values_row
+from .engines.vllm.lines import request_line as vllm_request_line, stats_line as vllm_stats_line, values_row
 from .formats import json_lines
 from .launches import Piece, fold_target, marker
 from .readers.files import Input, InputError, read_ahead
@@ -535,6 +535,8 @@ def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bo
         return
     if keyword and not enveloped and "INFO:" in text and _fast_access(st, cov, n, text, fmt_kw):
         return
+    if keyword and not enveloped and "request" in text and _fast_request(st, cov, clock, n, text):
+        return
     before = st.piece.launch_line is None
     if not keyword:
         for r in st.readers:
@@ -641,6 +643,35 @@ def _fast_access(st: _State, cov: Coverage, n: int, text: str, fmt_kw) -> bool:
     piece.saw(n, None, raw)
     access(m, st.src, n, raw, ev, None, ev.lifecycle.get(st.src))
     cov.line(n, "shared", raw)
+    return True
+
+
+def _fast_request(st: _State, cov: Coverage, clock: Clock, n: int, text: str) -> bool:
+    """A vLLM request line (`Received request …`, `Added request …`: most of a small log that logs
+    its requests) read as the plain path of _one reads it, what that path finds out line by line
+    taken as known from its shape (vllm request_line: no collector or stream prefix, one process
+    prefix at most, vLLM's header): no launch marker (checked here); feed_common leaves a request
+    line at once; the vLLM parser, the first its format's lines are offered to, takes it, its
+    process noted already (else the plain path notes it). False, having done nothing, for any
+    other line."""
+    line = vllm_request_line(st.src, n, text)
+    if line is None or line.raw.endswith("cluster]") or marker(line.msg) is not None:
+        return False
+    piece = st.current.get(None)
+    if piece is None:
+        return False        # the stream's first line: the plain path makes its piece
+    p = piece.orders["vllm"][0]
+    proc = line.proc
+    if proc is not None and (proc not in p.procs_seen or proc == "VllmWorkerProcess"):
+        return False
+    when = clock.at(line)
+    st.piece = piece
+    piece.saw(n, when, line.raw)
+    p.request(line, piece.ev, when)
+    piece.engine_lines[p.engine] = piece.engine_lines.get(p.engine, 0) + 1
+    if piece.first_engine is None:
+        piece.first_engine = n
+    cov.line(n, p.engine, line.raw, read=True)
     return True
 
 

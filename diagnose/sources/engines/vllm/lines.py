@@ -193,11 +193,7 @@ class VllmParser:
                 ev.stats_rows[-1]["prefix_hit"] = float(m.group("gpu"))
             return bool(m)
         if REQUEST.match(msg):
-            ev.count("request_lines")
-            note_alive(ev, src)
-            if msg.startswith("Received"):
-                note_prompt(msg, ev)
-                ev.add_event("request", src, n, lambda: redact(line.raw), when)
+            self.request(line, ev, when)
             return True
         got = head(msg)
         if got is None:
@@ -224,6 +220,15 @@ class VllmParser:
         else:           # "arg_line"
             self._cmdline(m.group(0).strip().rstrip("\\"), line, ev)
         return True
+
+    def request(self, line: Line, ev: Evidence, when) -> None:
+        """A request line (REQUEST): counted, the server alive; a received one's prompt head (as a
+        hash) and the line as an example (redacted when shown). loading's fast path calls it too."""
+        ev.count("request_lines")
+        note_alive(ev, line.source)
+        if line.msg.startswith("Received"):
+            note_prompt(line.msg, ev)
+            ev.add_event("request", line.source, line.lineno, lambda: redact(line.raw), when)
 
     def feed_stats(self, m, items, line: Line, ev: Evidence, when) -> None:
         """A stats line stats_line() read (loading's fast path): what feed() does with it."""
@@ -522,6 +527,23 @@ def values_row(v, source: str, n: int, when) -> dict:
         row[_KV_COL] = v[13]
         row[_HIT_COL] = v[14]
     return row
+
+
+# A request line in its plainest shape: STATS_HEAD (at most one process prefix, vLLM's header),
+# then the wording REQUEST opens with.
+REQUEST_HEAD = re.compile(STATS_HEAD + r"(?=(?:Received|Added|Finished|Aborted) request)")
+
+
+def request_line(source: str, n: int, text: str) -> Line | None:
+    """The Line peel() makes of a request line in REQUEST_HEAD's shape; None for any other line.
+    (A line ending in Ray's `[repeated Nx across cluster]` is peeled otherwise: the caller's to
+    leave.)"""
+    text = visible(text)
+    m = REQUEST_HEAD.match(text)
+    if m is None:
+        return None
+    proc, ip, level, mon, day, hms = m.group("proc", "ip", "level", "mon", "day", "hms")
+    return Line(source, n, text, text[m.end():], proc, ip, level, (int(mon), int(day), hms), fmt="vllm")
 
 
 def stats_line(source: str, n: int, text: str):
