@@ -288,9 +288,13 @@ def test_a_log_read_with_and_without_the_access_line_path_is_the_same(monkeypatc
     probes among them), the access lines' fast path on and off: the same in every respect."""
     from diagnose.sources.engines.common import plain_access
     from diagnose.sources.formats import KEYWORDS_RE
+    from diagnose.sources.engines.sglang.lines import access_line
     paths = [p for p in sorted((FIXTURES / "real").glob("*.log")) if 'INFO:  ' in p.read_text(errors="replace")]
     taken = sum(plain_access(t, KEYWORDS_RE) is not None for p in paths for t in p.read_text(errors="replace").split("\n"))
     assert len(paths) >= 25 and taken > 20_000
+    # and under SGLang's logger header, in several of SGLang's logs
+    sglang = [sum(access_line("s", 1, t, KEYWORDS_RE) is not None for t in p.read_text(errors="replace").split("\n")) for p in paths]
+    assert sum(sglang) > 8_000 and sum(k > 0 for k in sglang) >= 10
     for path in paths:
         fast = _read_whole(path)
         with monkeypatch.context() as m:
@@ -321,7 +325,7 @@ MADE_UP_ACCESS = [
     ('(APIServer pid=7) INFO:     10.0.0.1:5000 - "POST /v1/x?pid=3 HTTP/1.1" 200 OK', False),
     (f"vllm-1  | INFO:     {ACCESS_TAIL}", False),                               # a compose stream
     (f"2025-11-20T09:00:03.1Z INFO:     {ACCESS_TAIL}", False),                  # a collector's time
-    (f"[2025-11-20 09:00:03] INFO:     {ACCESS_TAIL}", False),                   # SGLang's header
+    (f"[2025-11-20 09:00:03] INFO:     {ACCESS_TAIL}", False),                   # SGLang's header: below
     ("(APIServer pid=7) INFO:     Application startup complete.", False),
 ]
 
@@ -340,6 +344,49 @@ def test_made_up_access_lines_take_the_fast_path_only_where_it_gives_the_same(tm
             p = tmp_path / "a.log"
             p.write_text("\n".join(head + before + [text, text.replace(" 200 ", " 404 "), "(APIServer pid=7) INFO 11-20 09:04:00 [x.py:1] done"]) + "\n")
             got = _read_whole(p)
+            with monkeypatch.context() as m:
+                _without_access_path(m)
+                assert got == _read_whole(p), (text, before)
+
+
+# (line, whether the fast path takes it) under SGLang's logger header: each read alike either way
+MADE_UP_SGLANG_ACCESS = [
+    (f"[2025-11-20 09:00:03] INFO:     {ACCESS_TAIL}", True),
+    (f"[2025-11-20 09:00:03 TP0] INFO:     {ACCESS_TAIL}", True),
+    (f"[2025-11-20 09:00:03.123 DP1 TP0 EP0] INFO:     {ACCESS_TAIL}", True),
+    (f"[11-20 09:00:03] INFO:     {ACCESS_TAIL}", True),                      # sglang-diffusion: no year
+    (f"[09:00:03 TP0] INFO:     {ACCESS_TAIL}", True),                        # no date: no time
+    (f"\x1b[32m[2025-11-20 09:00:03]\x1b[0m INFO:     {ACCESS_TAIL}", True),
+    ('[2025-11-20 09:00:03] INFO:     10.0.0.1:5000 - "GET /health HTTP/1.1" 503 Service Unavailable', True),
+    ('[2025-11-20 09:00:03] INFO:     10.0.0.1:5000 - "POST /generate HTTP/1.1" 500 Internal Server Error', True),
+    ('[2025-11-20 09:00:03] INFO:     10.0.0.1:5000 - "POST /x?server_args={1} HTTP/1.1" 200 OK', False),   # a launch marker
+    (f"[2025-11-20 09:00:03] (APIServer pid=7) INFO:     {ACCESS_TAIL}", False),  # a process prefix after the header
+    (f"[2025-11-20 09:00:03] INFO:     {ACCESS_TAIL} ", False),
+    ('[2025-11-20 09:00:03] INFO:     10.0.0.1:5000 - "POST /v1/requests HTTP/1.1" 200 OK', False),
+    (f"[2025-11-20 09:00:03] [x.y] [INFO] [worker_1] [2025-11-20 09:00:03] INFO:     {ACCESS_TAIL}", False),  # a relay
+    (f"[2025-11-20 09:00:03,123] LMCache INFO:     {ACCESS_TAIL}", False),     # another library's logger
+    (f"sglang-1  | [2025-11-20 09:00:03] INFO:     {ACCESS_TAIL}", False),
+    ("[2025-11-20 09:00:03] INFO:     Application startup complete.", False),
+]
+
+
+def test_made_up_sglang_access_lines_take_the_fast_path_only_where_it_gives_the_same(tmp_path, monkeypatch):
+    """Each line in an SGLang log after its start-up, and after a traceback: the fast path takes
+    the lines it is meant to, and every line reads alike with it and without."""
+    from diagnose.sources import loading
+    logs = sorted((FIXTURES / "real").glob("sglang-*.log"))
+    head = next(p for p in logs if "server_args=ServerArgs(" in p.read_text(errors="replace")).read_text(errors="replace").split("\n")[:60]
+    tb = ["[2025-11-20 09:03:01] ERROR: Traceback (most recent call last):", '  File "x.py", line 1, in f']
+    real = loading._fast_access
+    for text, fast in MADE_UP_SGLANG_ACCESS:
+        for before in ([], tb):
+            p = tmp_path / "a.log"
+            p.write_text("\n".join(head + before + [text, text.replace(" 200 ", " 404 "), "[2025-11-20 09:04:00] done"]) + "\n")
+            took = {}       # line number -> whether the fast path took it
+            with monkeypatch.context() as m:
+                m.setattr(loading, "_fast_access", lambda *a: took.setdefault(a[3], real(*a)))
+                got = _read_whole(p)
+            assert took.get(len(head + before) + 1, False) == fast, (text, before)
             with monkeypatch.context() as m:
                 _without_access_path(m)
                 assert got == _read_whole(p), (text, before)

@@ -26,7 +26,7 @@ from . import formats
 from .coverage import Coverage, classify, expected_by
 from .engines import ENGINES
 from .engines.common import ACCESS_BYTES, REQUEST_BYTES, access, feed_common, plain_access
-from .engines.sglang.lines import batch_line as sglang_batch_line
+from .engines.sglang.lines import access_line as sglang_access_line, batch_line as sglang_batch_line
 from .engines.vllm.lines import request_line as vllm_request_line, stats_line as vllm_stats_line, values_row
 from .formats import json_lines
 from .launches import Piece, fold_target, marker
@@ -533,7 +533,7 @@ def _one(st: _State, cov: Coverage, clock: Clock, n: int, text: str, keyword: bo
             enveloped = True
     if keyword and not enveloped and _fast_stats(st, cov, clock, n, text, keyword):
         return
-    if keyword and not enveloped and "INFO:" in text and _fast_access(st, cov, n, text, fmt_kw):
+    if keyword and not enveloped and "INFO:" in text and _fast_access(st, cov, clock, n, text, fmt_kw):
         return
     if keyword and not enveloped and "request" in text and _fast_request(st, cov, clock, n, text):
         return
@@ -627,21 +627,31 @@ def _fast_stats(st: _State, cov: Coverage, clock: Clock, n: int, text: str, read
     return False
 
 
-def _fast_access(st: _State, cov: Coverage, n: int, text: str, fmt_kw) -> bool:
+def _fast_access(st: _State, cov: Coverage, clock: Clock, n: int, text: str, fmt_kw) -> bool:
     """An access line read as the plain path of _one reads it (engines.common.plain_access says
     which lines that path reads as nothing else): its stream's launch piece, no time (uvicorn
     writes none: Clock.at's None), feed_common's access branch, `shared` coverage (a traceback
-    being read takes nothing from a message that opens with `INFO:`: EXC_LINE). False, having
-    done nothing, for any other line."""
+    being read takes nothing from a message that opens with `INFO:`: EXC_LINE). SGLang's server
+    writes its access lines under its logger header (sglang access_line): the header's time then,
+    and no launch marker (checked here). False, having done nothing, for any other line."""
     got = plain_access(text, fmt_kw)
-    if got is None:
-        return False
-    raw, msg, m = got
+    if got is not None:
+        raw, m = got[0], got[2]
+        line = None
+    else:
+        got = sglang_access_line(st.src, n, text, fmt_kw) if "[" in text[:12] else None
+        if got is None:
+            return False
+        line, m = got
+        if marker(line.msg) is not None:
+            return False
+        raw = line.raw
     piece = st.current.get(None) or st.stream(None)
+    when = clock.at(line) if line is not None else None
     ev = piece.ev
     st.piece = piece
-    piece.saw(n, None, raw)
-    access(m, st.src, n, raw, ev, None, ev.lifecycle.get(st.src))
+    piece.saw(n, when, raw)
+    access(m, st.src, n, raw, ev, when, ev.lifecycle.get(st.src))
     cov.line(n, "shared", raw)
     return True
 

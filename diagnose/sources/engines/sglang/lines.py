@@ -11,9 +11,9 @@ from ....lazyre import lazy
 from .. import kv
 from ..kv import excerpt
 from ....redact import redact
-from ..common import dispatch, note_alive, note_failure, note_launch, note_prompt_field
+from ..common import dispatch, note_alive, note_failure, note_launch, note_prompt_field, plain_access
 from ...literals import search
-from ...readers.lineprefix import Line, _dt, peel, visible
+from ...readers.lineprefix import ANSI, Line, _dt, peel, visible
 from .header import HEADER
 
 SERVER_ARGS = lazy(r"(?:server_args=)?`?ServerArgs\((?P<body>.*)$|server_args(?:=|: )(?P<dict>\{.*)$")
@@ -425,6 +425,24 @@ def batch_line(source: str, n: int, text: str):
     date, mon, day, hms, tags = h.group("date", "mon", "day", "hms", "tags")
     stamp = (int(mon), int(day), hms) if mon else None
     return Line(source, n, text, msg, stamp=stamp, dt=_dt(date, hms) if date else None, fmt="sglang", tags=tags.strip()), m, found
+
+
+def access_line(source: str, n: int, text: str, fmt_kw):
+    """(Line, ACCESS match) of a uvicorn access line under SGLang's logger header (its server's
+    access lines: `[2025-12-08 15:23:06] INFO:     10.0.0.1:4902 - "POST /generate HTTP/1.1" 200 OK`)
+    that peel() and feed_common read as nothing but one: the header, then what plain_access takes
+    with no process prefix. None for any other line (the caller's to check: a launch marker)."""
+    raw = ANSI.sub("", text) if "\x1b" in text else text
+    h = HEADER.match(raw)
+    if h is None or not raw.startswith("INFO: ", h.end()):
+        return None
+    got = plain_access(raw[h.end():], fmt_kw)
+    if got is None:
+        return None
+    msg, m = got[1], got[2]
+    date, mon, day, hms, tags = h.group("date", "mon", "day", "hms", "tags")
+    stamp = (int(mon), int(day), hms) if mon else None
+    return Line(source, n, raw, msg, stamp=stamp, dt=_dt(date, hms) if date else None, fmt="sglang", tags=tags.strip()), m
 
 
 def _num(x):
