@@ -65,6 +65,20 @@ def test_vllms_start_up_route_from_the_memo_is_the_plain_one_over_every_real_lin
     assert found > 200
 
 
+def test_vllms_start_up_route_skips_only_messages_none_of_its_patterns_match():
+    """head_plain tells most messages none of its lines by their words alone: over every real
+    message, what it says is what trying each pattern says."""
+    from diagnose.sources.engines.vllm import lines as vllm
+    found = 0
+    for msg in _messages():
+        want = vllm._head_searched(msg)
+        got = vllm.head_plain(msg)
+        assert (want is None) == (got is None), msg
+        assert want is None or want[0] == got[0] and _same_match((0, want[1]), (0, got[1])), msg
+        found += want is not None
+    assert found > 200
+
+
 def test_a_dumps_parse_from_the_memo_is_the_plain_parse_and_its_own():
     msgs = _messages()
     pairs = [m.split(" with config: ", 1)[1] for m in msgs if " with config: " in m]

@@ -418,11 +418,16 @@ def route(table, msg: str):
     held = _ROUTES.get(id(table))
     if held is None or held[0] is not table:
         plan = tuple((i, rx, needles(rx)) for i, (rx, _fn) in enumerate(table))
-        held = _ROUTES[id(table)] = (table, Memo(ROUTE_ENTRIES, ROUTE_LONGEST, ROUTE_BUDGET), plan)
+        # Every phrase of the table, when each of its patterns has some: a message that holds none
+        # (most of them: another library's chatter, a line of another kind) is no pattern's, told
+        # in one pass in C rather than a Python step for each phrase.
+        gate = None if any(n is None for _i, _rx, n in plan) else tuple(x for _i, _rx, n in plan for x in n)
+        held = _ROUTES[id(table)] = (table, Memo(ROUTE_ENTRIES, ROUTE_LONGEST, ROUTE_BUDGET), plan, gate)
     memo = held[1]
     got = memo.get(msg)
     if got is MISS:
-        got = _planned(held[2], msg)
+        gate = held[3]
+        got = None if gate is not None and not any(map(msg.__contains__, gate)) else _planned(held[2], msg)
         memo.put(msg, got)
     return got
 

@@ -603,6 +603,17 @@ _HEAD_FIRST = (("config", CONFIG.search), ("non_default", NON_DEFAULT.search), (
 
 
 def head_plain(msg: str):
+    # Each of these lines' patterns needs words of its own (the order below): a message with none
+    # of them (most messages) is none of these lines, told without a search of each pattern.
+    if not ("Initializing" in msg or "non-default args: " in msg or msg.startswith("args: Namespace(")
+            or "server version" in msg or "vllm serve" in msg or "vllm.entrypoints" in msg or msg[:1] in "█▀▄ "
+            or msg.lstrip().startswith("--")):
+        return None
+    return _head_searched(msg)
+
+
+def _head_searched(msg: str):
+    """head_plain's patterns tried one after the other on any message."""
     for kind, find in _HEAD_FIRST:
         m = find(msg)
         if m:
