@@ -23,6 +23,8 @@ ROW_WIDTH = 5           # kind, line index in the segment, start and end offsets
 # The values the C reader reads of a vLLM stats line (scan.c: dg_stats_line), per such keyword row:
 # where the message, level, process name and time are in the line, the numbers, the time's hour,
 # minute and second, and where the line's copy is in the segment's `blob` (-1: none; STATS_TEXT).
+# How much of the file a segment's text() reads at once.
+TEXT_CHUNK = 64 * 1024
 STATS_WIDTH = 19
 STATS_TEXT = 18
 # The longest line read: a longer one is cut to its first MAX_LINE bytes (counted, and said in a
@@ -79,7 +81,7 @@ class Segment:
     table's runs; `head_counts`: {key: times} in order of first appearance, from Python). The
     lines are buf[start:end], or, with `fd`, the bytes of that file between those offsets."""
     __slots__ = ("buf", "fd", "start", "end", "lines", "bad", "cut", "bad_lines", "acc", "req", "rcv", "probe", "refused", "status",
-                 "rows", "heads", "head_counts", "blob")
+                 "rows", "heads", "head_counts", "blob", "_chunk")
 
     def __init__(self, buf, fd, start: int, end: int) -> None:
         self.buf, self.fd, self.start, self.end = buf, fd, start, end
@@ -91,13 +93,23 @@ class Segment:
         self.heads: list = []
         self.head_counts: dict | None = None
         self.blob: bytes | None = None  # C's copies of its stats lines, read from a file (native.scan_range)
+        self._chunk = None              # (offset, bytes) of the file read last by text()
 
     def text(self, a: int, z: int, copy: int = -1) -> bytes:
         """The bytes between offsets a and z: from the buffer, C's copy of the line (`copy`: where it
         is in `blob`, a stats line's STATS_TEXT value), or else the file."""
         if self.fd is None:
             return self.buf[a:z]
-        return self.blob[copy:copy + z - a] if copy >= 0 else os.pread(self.fd, z - a, a)
+        if copy >= 0:
+            return self.blob[copy:copy + z - a]
+        # The keyword lines are asked for in order: the file is read TEXT_CHUNK bytes at a time
+        # (within the segment), not a read a line (a start-up's lines lie a few hundred bytes apart).
+        c = self._chunk
+        if c is not None and c[0] <= a and z <= c[0] + len(c[1]):
+            return c[1][a - c[0]:z - c[0]]
+        data = os.pread(self.fd, max(z - a, min(TEXT_CHUNK, self.end - a)), a)
+        self._chunk = (a, data)
+        return data[:z - a]
 
     def line_at(self, at: int) -> bytes:
         """The line that starts at `at`, without its newline."""
