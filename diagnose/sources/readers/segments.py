@@ -23,8 +23,10 @@ ROW_WIDTH = 5           # kind, line index in the segment, start and end offsets
 # The values the C reader reads of a vLLM stats line (scan.c: dg_stats_line), per such keyword row:
 # where the message, level, process name and time are in the line, the numbers, the time's hour,
 # minute and second, and where the line's copy is in the segment's `blob` (-1: none; STATS_TEXT).
-# How much of the file a segment's text() reads at once.
+# How much of the file a segment's text() reads at once, where the lines asked for lie within
+# TEXT_NEAR bytes of one another.
 TEXT_CHUNK = 64 * 1024
+TEXT_NEAR = 4096
 STATS_WIDTH = 19
 STATS_TEXT = 18
 # The longest line read: a longer one is cut to its first MAX_LINE bytes (counted, and said in a
@@ -93,7 +95,7 @@ class Segment:
         self.heads: list = []
         self.head_counts: dict | None = None
         self.blob: bytes | None = None  # C's copies of its stats lines, read from a file (native.scan_range)
-        self._chunk = None              # (offset, bytes) of the file read last by text()
+        self._chunk = None              # (offset, bytes, end of the line asked for) of text()'s last read
 
     def text(self, a: int, z: int, copy: int = -1) -> bytes:
         """The bytes between offsets a and z: from the buffer, C's copy of the line (`copy`: where it
@@ -102,14 +104,20 @@ class Segment:
             return self.buf[a:z]
         if copy >= 0:
             return self.blob[copy:copy + z - a]
-        # The keyword lines are asked for in order: the file is read TEXT_CHUNK bytes at a time
-        # (within the segment), not a read a line (a start-up's lines lie a few hundred bytes apart).
+        # The keyword lines are asked for in order. Where they lie close together (a start-up's, a
+        # few hundred bytes apart) the file is read TEXT_CHUNK bytes at a time within the segment,
+        # not a read a line; far apart (a busy server's stats lines), only the line.
         c = self._chunk
-        if c is not None and c[0] <= a and z <= c[0] + len(c[1]):
-            return c[1][a - c[0]:z - c[0]]
-        data = os.pread(self.fd, max(z - a, min(TEXT_CHUNK, self.end - a)), a)
-        self._chunk = (a, data)
-        return data[:z - a]
+        if c is not None:
+            if c[0] <= a and z <= c[0] + len(c[1]):
+                return c[1][a - c[0]:z - c[0]]
+            if 0 <= a - c[2] <= TEXT_NEAR:
+                data = os.pread(self.fd, max(z - a, min(TEXT_CHUNK, self.end - a)), a)
+                self._chunk = (a, data, z)
+                return data[:z - a]
+        data = os.pread(self.fd, z - a, a)
+        self._chunk = (a, data, z)
+        return data
 
     def line_at(self, at: int) -> bytes:
         """The line that starts at `at`, without its newline."""
