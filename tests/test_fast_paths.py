@@ -283,6 +283,38 @@ def _without_access_path(monkeypatch):
     monkeypatch.setattr(loading, "_fast_access", lambda *a: False)
 
 
+def _read_alike(paths, monkeypatch, fast_path: str) -> None:
+    """Each log read with the fast path `loading.<fast_path>` and without it: the same launches,
+    evidence, coverage, parsers' state."""
+    from diagnose.sources import loading
+    for path in paths:
+        fast = _read_whole(path)
+        with monkeypatch.context() as m:
+            m.setattr(loading, fast_path, lambda *a: False)
+            plain = _read_whole(path)
+        assert fast == plain, path
+
+
+def _made_up_lines_read_alike(tmp_path, monkeypatch, fast_path: str, cases, head, tb, other, last) -> None:
+    """Each made-up line (then `other(line)`, then `last`) in a log after `head`, and after it and
+    the traceback `tb`: `loading.<fast_path>` (called with the line number fourth) takes the line
+    where the case says, and the log reads alike with the fast path and without it."""
+    from diagnose.sources import loading
+    real = getattr(loading, fast_path)
+    for text, fast in cases:
+        for before in ([], tb):
+            p = tmp_path / "a.log"
+            p.write_text("\n".join(head + before + [text, other(text), last]) + "\n")
+            took = {}       # line number -> whether the fast path took it
+            with monkeypatch.context() as m:
+                m.setattr(loading, fast_path, lambda *a: took.setdefault(a[3], real(*a)))
+                got = _read_whole(p)
+            assert took.get(len(head + before) + 1, False) == fast, (text, before)
+            with monkeypatch.context() as m:
+                m.setattr(loading, fast_path, lambda *a: False)
+                assert got == _read_whole(p), (text, before)
+
+
 def test_a_log_read_with_and_without_the_access_line_path_is_the_same(monkeypatch):
     """Whole logs with uvicorn access lines (process prefixes, colours, collectors, errors and
     probes among them), the access lines' fast path on and off: the same in every respect."""
@@ -295,12 +327,7 @@ def test_a_log_read_with_and_without_the_access_line_path_is_the_same(monkeypatc
     # and under SGLang's logger header, in several of SGLang's logs
     sglang = [sum(access_line("s", 1, t, KEYWORDS_RE) is not None for t in p.read_text(errors="replace").split("\n")) for p in paths]
     assert sum(sglang) > 8_000 and sum(k > 0 for k in sglang) >= 10
-    for path in paths:
-        fast = _read_whole(path)
-        with monkeypatch.context() as m:
-            _without_access_path(m)
-            plain = _read_whole(path)
-        assert fast == plain, path
+    _read_alike(paths, monkeypatch, "_fast_access")
 
 
 ACCESS_TAIL = '10.0.0.1:5000 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
@@ -373,23 +400,11 @@ MADE_UP_SGLANG_ACCESS = [
 def test_made_up_sglang_access_lines_take_the_fast_path_only_where_it_gives_the_same(tmp_path, monkeypatch):
     """Each line in an SGLang log after its start-up, and after a traceback: the fast path takes
     the lines it is meant to, and every line reads alike with it and without."""
-    from diagnose.sources import loading
     logs = sorted((FIXTURES / "real").glob("sglang-*.log"))
     head = next(p for p in logs if "server_args=ServerArgs(" in p.read_text(errors="replace")).read_text(errors="replace").split("\n")[:60]
     tb = ["[2025-11-20 09:03:01] ERROR: Traceback (most recent call last):", '  File "x.py", line 1, in f']
-    real = loading._fast_access
-    for text, fast in MADE_UP_SGLANG_ACCESS:
-        for before in ([], tb):
-            p = tmp_path / "a.log"
-            p.write_text("\n".join(head + before + [text, text.replace(" 200 ", " 404 "), "[2025-11-20 09:04:00] done"]) + "\n")
-            took = {}       # line number -> whether the fast path took it
-            with monkeypatch.context() as m:
-                m.setattr(loading, "_fast_access", lambda *a: took.setdefault(a[3], real(*a)))
-                got = _read_whole(p)
-            assert took.get(len(head + before) + 1, False) == fast, (text, before)
-            with monkeypatch.context() as m:
-                _without_access_path(m)
-                assert got == _read_whole(p), (text, before)
+    _made_up_lines_read_alike(tmp_path, monkeypatch, "_fast_access", MADE_UP_SGLANG_ACCESS, head, tb,
+                              lambda t: t.replace(" 200 ", " 404 "), "[2025-11-20 09:04:00] done")
 
 
 def test_no_engine_header_or_exception_opens_an_access_lines_message():
@@ -438,23 +453,13 @@ def test_a_request_line_read_whole_gives_what_the_peeler_and_the_parser_give():
     assert any("] Added request" in t for t in taken) and any("] Received request" in t for t in taken)
 
 
-def _without_request_path(monkeypatch):
-    from diagnose.sources import loading
-    monkeypatch.setattr(loading, "_fast_request", lambda *a: False)
-
-
 def test_a_log_read_with_and_without_the_request_line_path_is_the_same(monkeypatch):
     """Whole logs that log their requests, the request lines' fast path on and off: the same
     launches, evidence, coverage, parsers' state."""
     paths = [p for p in sorted((FIXTURES / "real").glob("*.log"))
              if "] Received request" in p.read_text(errors="replace") or "] Added request" in p.read_text(errors="replace")]
     assert len(paths) >= 6
-    for path in paths:
-        fast = _read_whole(path)
-        with monkeypatch.context() as m:
-            _without_request_path(m)
-            plain = _read_whole(path)
-        assert fast == plain, path
+    _read_alike(paths, monkeypatch, "_fast_request")
 
 
 REQUEST_TAIL = "Received request chatcmpl-1a2b: prompt: 'Hello there', params: SamplingParams(n=1), prompt_token_ids: [1, 2]"
@@ -486,24 +491,12 @@ MADE_UP_REQUESTS = [
 def test_made_up_request_lines_take_the_fast_path_only_where_it_gives_the_same(tmp_path, monkeypatch):
     """Each line in a log after a server's start-up (its API server's process seen), and after a
     traceback: the fast path takes the lines it is meant to, and every line reads alike."""
-    from diagnose.sources import loading
     head = (FIXTURES / "seed003" / "realtime.log").read_text().split("\n")[:120]
     assert any(t.startswith("(APIServer pid=") for t in head)
     tb = ["(APIServer pid=7) ERROR 11-20 09:03:01 [core.py:1] Traceback (most recent call last):",
           '(APIServer pid=7)   File "x.py", line 1, in f']
-    real = loading._fast_request
-    for text, fast in MADE_UP_REQUESTS:
-        for before in ([], tb):
-            p = tmp_path / "a.log"
-            p.write_text("\n".join(head + before + [text, text.replace("1a2b", "3c4d"), V1_HEAD + "done"]) + "\n")
-            took = {}       # line number -> whether the fast path took it
-            with monkeypatch.context() as m:
-                m.setattr(loading, "_fast_request", lambda *a: took.setdefault(a[3], real(*a)))
-                got = _read_whole(p)
-            assert took.get(len(head + before) + 1, False) == fast, (text, before)
-            with monkeypatch.context() as m:
-                _without_request_path(m)
-                assert got == _read_whole(p), (text, before)
+    _made_up_lines_read_alike(tmp_path, monkeypatch, "_fast_request", MADE_UP_REQUESTS, head, tb,
+                              lambda t: t.replace("1a2b", "3c4d"), V1_HEAD + "done")
 
 
 def test_damaged_stats_lines_are_read_alike_with_and_without_the_fast_path(tmp_path):
