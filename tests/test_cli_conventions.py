@@ -132,7 +132,9 @@ def test_install_completion_then_tab_in_bash_completes_the_options(tmp_path):
     (bin_dir / "diagnose").chmod(0o755)
     env = dict(os.environ, HOME=str(tmp_path), SHELL="/bin/bash", PYTHONPATH=str(ROOT),
                PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    p = subprocess.run(["bash", "--norc", "-c", "diagnose --install-completion"], capture_output=True, env=env,
+    # (`; exit $?`: bash stays the program's parent, not exec'd away, so that the shell detected is
+    # bash whatever shell runs the suite: under `sh -c '… pytest'` it was sh, which typer refuses)
+    p = subprocess.run(["bash", "--norc", "-c", "diagnose --install-completion; exit $?"], capture_output=True, env=env,
                        cwd=tmp_path, timeout=60)
     assert p.returncode == 0, p.stderr.decode()
     tab = ("source ~/.bashrc; COMP_WORDS=(diagnose --fail); COMP_CWORD=1; _diagnose_completion diagnose; "
